@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# test.sh - the whole test suite: build, unit tests, host integration tests
+# (bats), the same under ASan+UBSan, TSan and valgrind, then the RDMA suite
+# (in the soft-RoCE guest when this host has no RDMA device).
+# Usage: scripts/test.sh [--quick]   (--quick: no sanitizer or valgrind passes)
+# Ends with a line "N passed, N failed" and exits non-zero on any failure.
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+logdir=$top/test-results
+rm -rf "$logdir"; mkdir -p "$logdir"
+pass=0 fail=0 skip=0 failed_steps=()
+t0=$(date +%s)
+
+note() { printf '\n=== %s\n' "$*"; }
+count_tap() { # file -> adds to the totals
+	local p f s
+	p=$(grep -cE '^ok ' "$1" || true)
+	s=$(grep -cE '^ok .*# skip' "$1" || true)
+	f=$(grep -cE '^not ok ' "$1" || true)
+	pass=$((pass + p - s)); skip=$((skip + s)); fail=$((fail + f))
+}
+count_automake() { # make check output -> adds to the totals
+	local p f
+	p=$(awk '/^# PASS:/ {s += $3} END {print s + 0}' "$1")
+	f=$(awk '/^# (FAIL|ERROR|XPASS):/ {s += $3} END {print s + 0}' "$1")
+	pass=$((pass + p)); fail=$((fail + f))
+}
+step() { # name command... : runs, records a failure of the step itself
+	local name=$1; shift
+	note "$name"
+	local s=$(date +%s)
+	if "$@"; then echo "--- $name: ok ($(( $(date +%s) - s )) s)"
+	else echo "--- $name: FAILED ($(( $(date +%s) - s )) s)"; failed_steps+=("$name"); fi
+}
+
+unit() { # build dir [wrapper]
+	local log=$logdir/unit-$(basename "$1")${2:+-valgrind}.log rc
+	if [ -n "${2:-}" ]; then
+		make -C "$1" -s check LOG_COMPILER="$2" >"$log" 2>&1; rc=$?
+	else
+		make -C "$1" -s check >"$log" 2>&1; rc=$?
+	fi
+	count_automake "$log"
+	grep -E '^(# |FAIL|ERROR)' "$log"
+	[ $rc -eq 0 ] || { find "$1/test" -name '*.log' -newer "$log" -o -name 'test-suite.log' | head -5 | xargs -r cat; }
+	return $rc
+}
+bats_host() { # build dir, log name, extra env...
+	local dir=$1 name=$2; shift 2
+	local log=$logdir/$name.tap
+	env RSOCK_BUILD_DIR="$top/$dir" "$@" bats --tap test/bats >"$log" 2>&1
+	local rc=$?
+	count_tap "$log"
+	grep -E '^(not ok|# )' "$log" | head -40
+	echo "$(grep -cE '^ok ' "$log") ok, $(grep -cE '^not ok ' "$log") not ok"
+	return $rc
+}
+
+step "build" scripts/setup.sh || true
+[ -f build/.libs/librsock.so ] || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+step "unit tests" unit build
+step "host integration tests (bats)" bats_host build bats-host
+
+if [ $quick = 0 ]; then
+	step "build with ASan+UBSan" scripts/setup.sh --san asan --no-deps
+	asan=$(gcc -print-file-name=libasan.so) ubsan=$(gcc -print-file-name=libubsan.so)
+	step "unit tests (ASan+UBSan)" unit build-asan
+	step "host integration tests (ASan+UBSan)" bats_host build-asan bats-asan \
+		RSOCK_SAN_PRELOAD="$asan:$ubsan" RSOCK_SANITIZED=1 \
+		ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1 \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+	step "build with TSan" scripts/setup.sh --san tsan --no-deps
+	step "unit tests (TSan)" unit build-tsan
+	step "unit tests (valgrind)" unit build \
+		"valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q"
+fi
+
+rdma() {
+	local log=$logdir/rdma.tap
+	RSOCK_BUILD_DIR="$top/build" test/rdma/run-suite 2>&1 | tee "$log"
+	local rc=${PIPESTATUS[0]}
+	count_tap "$log"
+	return $rc
+}
+step "RDMA suite (soft-RoCE guest unless this host has an RDMA device)" rdma
+
+note "summary ($(( $(date +%s) - t0 )) s), logs in test-results/"
+[ ${#failed_steps[@]} -eq 0 ] || { echo "failed steps: ${failed_steps[*]}"; fail=$((fail + ${#failed_steps[@]})); }
+echo "tests: $pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

@@ -1,0 +1,1048 @@
+/* cm.c - see cm.h and doc/design.md section 8.
+ *
+ * Locks: cm_lock protects the device list, the listeners, the beacons and the
+ * pending server streams; it is taken before a tp's lock, never after, and is
+ * never held while sleeping except in pthread_cond_timedwait on cm_cond. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "cm.h"
+#include "init.h"
+#include "log.h"
+#include "proto.h"
+#include "real.h"
+#include "stats.h"
+#include "transport.h"
+
+struct cm_settings cm_settings = {
+	.ring_kb = 256, .probe_ms = 1500, .handshake_ms = 2000, .neg_cache_s = 30};
+
+#define CM_CANCEL_LEN 8
+#define CM_CANCEL_TYPE 5
+
+static pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cm_cond = PTHREAD_COND_INITIALIZER;
+
+/* ---- time ---------------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int left_ms(int64_t deadline)
+{
+	int64_t l = deadline - now_ms();
+
+	return l < 0 ? 0 : (int)l;
+}
+
+/* ---- addresses --------------------------------------------------------------- */
+
+static uint16_t sa_port(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+}
+
+static void sa_set_port(struct sockaddr *sa, uint16_t port)
+{
+	if (sa->sa_family == AF_INET)
+		((struct sockaddr_in *)sa)->sin_port = htons(port);
+	else
+		((struct sockaddr_in6 *)sa)->sin6_port = htons(port);
+}
+
+/* Address bytes in the probe's layout (IPv4 in the first 4 of 16). */
+static void sa_addr16(const struct sockaddr *sa, uint8_t out[16])
+{
+	memset(out, 0, 16);
+	if (sa->sa_family == AF_INET)
+		memcpy(out, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	else
+		memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+}
+
+static int sa_is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+	return IN6_IS_ADDR_LOOPBACK(a) ||
+	       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
+static socklen_t sa_len(const struct sockaddr *sa)
+{
+	return sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+}
+
+/* The source address the kernel would use to reach peer (no packet sent). */
+static int route_source(const struct sockaddr *peer, struct sockaddr_storage *src)
+{
+	socklen_t l = sizeof(*src);
+	int s = rsock_real.socket(peer->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int rc = 0;
+
+	if (s < 0)
+		return -errno;
+	if (rsock_real.connect(s, peer, sa_len(peer)) || rsock_real.getsockname(s, (struct sockaddr *)src, &l))
+		rc = -errno;
+	rsock_real.close(s);
+	return rc;
+}
+
+/* ---- rdma_cm helpers ------------------------------------------------------------ */
+
+static struct rdma_event_channel *new_channel(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+
+	if (ch)
+		fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK | O_CLOEXEC);
+	return ch;
+}
+
+/* Wait on a private channel for `want`. On success *ev holds the event (ack
+ * it). Any other event is returned in *ev too, with -ECONNREFUSED for
+ * REJECTED and another -errno otherwise. -ETIMEDOUT after timeout_ms. */
+static int wait_event(struct rdma_event_channel *ch, enum rdma_cm_event_type want, int64_t deadline,
+		      struct rdma_cm_event **ev)
+{
+	struct pollfd p = {.fd = ch->fd, .events = POLLIN};
+
+	*ev = NULL;
+	for (;;) {
+		if (rdma_get_cm_event(ch, ev) == 0)
+			break;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		int r = rsock_real.poll(&p, 1, left_ms(deadline));
+		if (r == 0)
+			return -ETIMEDOUT;
+	}
+	if ((*ev)->event == want)
+		return 0;
+	switch ((*ev)->event) {
+	case RDMA_CM_EVENT_REJECTED:
+		return -ECONNREFUSED;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		return (*ev)->status < 0 ? (*ev)->status : -EHOSTUNREACH;
+	case RDMA_CM_EVENT_UNREACHABLE:
+		return -EHOSTUNREACH;
+	default:
+		return -ECONNRESET;
+	}
+}
+
+static void ack(struct rdma_cm_event *ev)
+{
+	if (ev)
+		rdma_ack_cm_event(ev);
+}
+
+/* Resolve address and route of id towards dst (src may be NULL). */
+static int resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr *src,
+		   struct sockaddr *dst, int64_t deadline)
+{
+	struct rdma_cm_event *ev;
+	int rc;
+
+	if (rdma_resolve_addr(id, src, dst, left_ms(deadline) ?: 1))
+		return -errno;
+	rc = wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, &ev);
+	ack(ev);
+	if (rc)
+		return rc;
+	if (rdma_resolve_route(id, left_ms(deadline) ?: 1))
+		return -errno;
+	rc = wait_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
+	ack(ev);
+	return rc;
+}
+
+/* ---- devices ------------------------------------------------------------------ */
+
+struct cm_dev {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct cm_dev *next;
+};
+static struct cm_dev *cm_devs;
+
+/* The protection domain of a device, allocated once per process. */
+static struct ibv_pd *pd_for(struct ibv_context *ctx)
+{
+	struct cm_dev *d;
+	struct ibv_pd *pd = NULL;
+
+	pthread_mutex_lock(&cm_lock);
+	for (d = cm_devs; d; d = d->next)
+		if (d->ctx == ctx)
+			break;
+	if (!d && (d = calloc(1, sizeof(*d)))) {
+		d->ctx = ctx;
+		d->pd = ibv_alloc_pd(ctx);
+		if (!d->pd) {
+			free(d);
+			d = NULL;
+		} else {
+			d->next = cm_devs;
+			cm_devs = d;
+		}
+	}
+	if (d)
+		pd = d->pd;
+	pthread_mutex_unlock(&cm_lock);
+	return pd;
+}
+
+/* ---- negative cache ------------------------------------------------------------- */
+
+#define NEG_SLOTS 64
+static struct {
+	uint8_t addr[16];
+	uint16_t family, port;
+	int64_t until;
+} neg[NEG_SLOTS];
+static unsigned neg_next;
+
+static int neg_lookup(const struct sockaddr *peer)
+{
+	uint8_t a[16];
+	int64_t now = now_ms();
+	int hit = 0;
+
+	sa_addr16(peer, a);
+	pthread_mutex_lock(&cm_lock);
+	for (int i = 0; i < NEG_SLOTS && !hit; i++)
+		hit = neg[i].until > now && neg[i].family == peer->sa_family &&
+		      neg[i].port == sa_port(peer) && !memcmp(neg[i].addr, a, 16);
+	pthread_mutex_unlock(&cm_lock);
+	return hit;
+}
+
+static void neg_insert(const struct sockaddr *peer)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&cm_lock);
+	i = neg_next++ % NEG_SLOTS;
+	sa_addr16(peer, neg[i].addr);
+	neg[i].family = peer->sa_family;
+	neg[i].port = sa_port(peer);
+	neg[i].until = now_ms() + (int64_t)cm_settings.neg_cache_s * 1000;
+	pthread_mutex_unlock(&cm_lock);
+}
+
+/* ---- the shared tuple table (beacon -> accepting process) ----------------------- */
+
+#define TUPLE_SLOTS 1024
+#define TUPLE_TTL_MS 10000
+enum { TUPLE_FREE = 0, TUPLE_BUSY, TUPLE_READY };
+struct cm_tuple {
+	_Atomic uint32_t state;
+	uint16_t family, cport, sport, pad;
+	uint8_t caddr[16];
+	int64_t stamp;
+};
+static struct cm_tuple *tuples; /* MAP_SHARED: children forked after listen() see it */
+
+static void tuples_create(void)
+{
+	void *p;
+
+	if (tuples)
+		return;
+	p = mmap(NULL, TUPLE_SLOTS * sizeof(struct cm_tuple), PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p != MAP_FAILED)
+		tuples = p;
+}
+
+static void tuple_put(const struct proto_probe *pr)
+{
+	int64_t now = now_ms();
+
+	for (unsigned i = 0; tuples && i < TUPLE_SLOTS; i++) {
+		struct cm_tuple *t = &tuples[i];
+		uint32_t st = atomic_load(&t->state);
+		if (st == TUPLE_READY && now - t->stamp > TUPLE_TTL_MS)
+			atomic_compare_exchange_strong(&t->state, &st, TUPLE_FREE), st = TUPLE_FREE;
+		if (st != TUPLE_FREE || !atomic_compare_exchange_strong(&t->state, &st, TUPLE_BUSY))
+			continue;
+		t->family = pr->family;
+		t->cport = pr->client_port;
+		t->sport = pr->server_port;
+		memcpy(t->caddr, pr->client_addr, 16);
+		t->stamp = now;
+		atomic_store(&t->state, TUPLE_READY);
+		return;
+	}
+}
+
+/* Take the entry for a stream accepted from peer on local port sport. */
+static int tuple_take(const struct sockaddr *peer, uint16_t sport)
+{
+	uint8_t a[16];
+	const struct sockaddr_in6 *p6 = (const struct sockaddr_in6 *)peer;
+	struct sockaddr_in v4;
+	int64_t now = now_ms();
+
+	if (!tuples)
+		return 0;
+	if (peer->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&p6->sin6_addr)) {
+		memset(&v4, 0, sizeof(v4));
+		v4.sin_family = AF_INET;
+		v4.sin_port = p6->sin6_port;
+		memcpy(&v4.sin_addr, &p6->sin6_addr.s6_addr[12], 4);
+		peer = (struct sockaddr *)&v4;
+	}
+	sa_addr16(peer, a);
+	for (unsigned i = 0; i < TUPLE_SLOTS; i++) {
+		struct cm_tuple *t = &tuples[i];
+		uint32_t st = TUPLE_READY;
+		if (atomic_load(&t->state) != TUPLE_READY || t->family != peer->sa_family ||
+		    t->cport != sa_port(peer) || t->sport != sport || memcmp(t->caddr, a, 16) ||
+		    now - t->stamp > TUPLE_TTL_MS)
+			continue;
+		if (atomic_compare_exchange_strong(&t->state, &st, TUPLE_FREE))
+			return 1;
+	}
+	return 0;
+}
+
+/* ---- the cm thread, beacons, data listeners, pending server streams ----------- */
+
+enum { CTX_BEACON = 1, CTX_LISTENER, CTX_PENDING };
+struct cm_obj {
+	int kind;
+};
+
+struct beacon {
+	struct cm_obj obj;
+	const void *owner;
+	struct rdma_cm_id *id;
+	struct beacon *next;
+};
+
+struct listener {
+	struct cm_obj obj;
+	struct rdma_cm_id *id;
+	struct sockaddr_storage addr; /* local address, port = the rdma_cm port */
+	struct listener *next;
+};
+
+enum { PEND_WAIT = 0, PEND_ACCEPTING, PEND_UP, PEND_FAILED };
+struct pending {
+	struct cm_obj obj;
+	uint64_t token;
+	struct tp *tp;
+	struct ibv_context *ctx;
+	int state;
+	struct pending *next;
+};
+
+static struct rdma_event_channel *cm_ch;
+static pthread_t cm_thread;
+static int cm_thread_pid; /* the process the thread runs in */
+static struct beacon *beacons;
+static struct listener *listeners;
+static struct pending *pendings;
+
+static void on_connect_request(struct rdma_cm_event *ev)
+{
+	struct cm_obj *o = ev->listen_id ? ev->listen_id->context : NULL;
+	struct proto_beacon b = {.version = PROTO_VERSION, .flags = 0};
+	uint8_t buf[PROTO_BEACON_LEN];
+	const void *pd = ev->param.conn.private_data;
+	uint8_t pdlen = ev->param.conn.private_data_len;
+
+	if (o && o->kind == CTX_BEACON) {
+		struct proto_probe pr;
+		if (pd && proto_probe_decode(pd, pdlen, &pr) > 0)
+			tuple_put(&pr);
+		proto_beacon_encode(&b, buf, sizeof(buf));
+		rdma_reject(ev->id, buf, sizeof(buf));
+		ev->id->context = NULL;
+		return;
+	}
+	if (o && o->kind == CTX_LISTENER && pd && pdlen >= 8) {
+		uint64_t token;
+		struct pending *p;
+		memcpy(&token, pd, 8);
+		pthread_mutex_lock(&cm_lock);
+		for (p = pendings; p; p = p->next)
+			if (p->token == token && p->state == PEND_WAIT)
+				break;
+		if (p && p->ctx == ev->id->verbs && tp_create_qp(p->tp, ev->id) == 0) {
+			struct rdma_conn_param cp;
+			tp_conn_param(&cp, NULL, 0);
+			ev->id->context = p;
+			if (rdma_accept(ev->id, &cp) == 0) {
+				p->state = PEND_ACCEPTING;
+				pthread_mutex_unlock(&cm_lock);
+				return;
+			}
+			p->state = PEND_FAILED;
+			pthread_cond_broadcast(&cm_cond);
+		}
+		pthread_mutex_unlock(&cm_lock);
+	}
+	rdma_reject(ev->id, NULL, 0);
+	ev->id->context = NULL;
+}
+
+static void on_event(struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *doomed = NULL;
+	struct cm_obj *o;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		on_connect_request(ev);
+		if (!ev->id->context)
+			doomed = ev->id;
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		/* The waiting accept() clears the context under cm_lock before
+		 * its pending object goes away. */
+		pthread_mutex_lock(&cm_lock);
+		o = ev->id->context;
+		if (o && o->kind == CTX_PENDING) {
+			((struct pending *)o)->state =
+				ev->event == RDMA_CM_EVENT_ESTABLISHED ? PEND_UP : PEND_FAILED;
+			pthread_cond_broadcast(&cm_cond);
+		}
+		pthread_mutex_unlock(&cm_lock);
+		break;
+	default:
+		/* DISCONNECTED, TIMEWAIT_EXIT ...: liveness comes from the TCP
+		 * control connection; nothing to do here. */
+		break;
+	}
+	rdma_ack_cm_event(ev);
+	if (doomed)
+		rdma_destroy_id(doomed);
+}
+
+static void *cm_main(void *arg)
+{
+	struct pollfd p = {.fd = cm_ch->fd, .events = POLLIN};
+	struct rdma_cm_event *ev;
+
+	(void)arg;
+	rsock_guard_enter(); /* this thread's libc calls are the library's own */
+	for (;;) {
+		while (rdma_get_cm_event(cm_ch, &ev) == 0)
+			on_event(ev);
+		rsock_real.poll(&p, 1, -1);
+	}
+	return NULL;
+}
+
+/* The process-wide channel and its thread, started on first use (again in a
+ * child after fork, where the parent's thread does not exist). Caller holds cm_lock. */
+static int cm_start(void)
+{
+	sigset_t all, old;
+	int rc;
+
+	if (cm_ch && cm_thread_pid == getpid())
+		return 0;
+	if (!cm_ch && !(cm_ch = new_channel()))
+		return errno ? -errno : -ENODEV;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
+	rc = -pthread_create(&cm_thread, NULL, cm_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return rc;
+	pthread_detach(cm_thread);
+	cm_thread_pid = getpid();
+	return 0;
+}
+
+void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
+{
+	struct beacon *b;
+	struct sockaddr_storage ss;
+
+	if (sa_is_loopback(addr) || len > sizeof(ss))
+		return;
+	memcpy(&ss, addr, len);
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return;
+	b->obj.kind = CTX_BEACON;
+	b->owner = owner;
+	pthread_mutex_lock(&cm_lock);
+	tuples_create();
+	if (!tuples || cm_start() || rdma_create_id(cm_ch, &b->id, &b->obj, RDMA_PS_TCP)) {
+		b->id = NULL;
+		goto fail;
+	}
+	/* Same address and port as the TCP listener; fails harmlessly where
+	 * the address has no RDMA device (the stream stays on TCP). */
+	if (rdma_bind_addr(b->id, (struct sockaddr *)&ss) || rdma_listen(b->id, 128)) {
+		log_debug("no beacon on port %u (errno %d): its streams stay on TCP", sa_port(addr), errno);
+		goto fail;
+	}
+	b->next = beacons;
+	beacons = b;
+	pthread_mutex_unlock(&cm_lock);
+	log_debug("beacon up on port %u", sa_port(addr));
+	return;
+fail:
+	pthread_mutex_unlock(&cm_lock);
+	if (b->id)
+		rdma_destroy_id(b->id);
+	free(b);
+}
+
+void cm_unlisten(const void *owner)
+{
+	struct beacon **pp, *b = NULL;
+
+	pthread_mutex_lock(&cm_lock);
+	for (pp = &beacons; *pp; pp = &(*pp)->next)
+		if ((*pp)->owner == owner) {
+			b = *pp;
+			*pp = b->next;
+			break;
+		}
+	pthread_mutex_unlock(&cm_lock);
+	if (b) {
+		rdma_destroy_id(b->id);
+		free(b);
+	}
+}
+
+static int has_beacon(const void *owner)
+{
+	struct beacon *b;
+
+	pthread_mutex_lock(&cm_lock);
+	for (b = beacons; b; b = b->next)
+		if (b->owner == owner)
+			break;
+	pthread_mutex_unlock(&cm_lock);
+	return b != NULL;
+}
+
+/* The per-process data listener on the local address `local`. Caller holds cm_lock. */
+static struct listener *listener_for(const struct sockaddr *local)
+{
+	struct listener *l;
+	struct sockaddr_storage ss;
+
+	for (l = listeners; l; l = l->next) {
+		uint8_t a[16], b[16];
+		sa_addr16((struct sockaddr *)&l->addr, a);
+		sa_addr16(local, b);
+		if (l->addr.ss_family == local->sa_family && !memcmp(a, b, 16))
+			return l;
+	}
+	if (cm_start() || !(l = calloc(1, sizeof(*l))))
+		return NULL;
+	l->obj.kind = CTX_LISTENER;
+	memcpy(&ss, local, sa_len(local));
+	sa_set_port((struct sockaddr *)&ss, 0);
+	if (rdma_create_id(cm_ch, &l->id, &l->obj, RDMA_PS_TCP)) {
+		free(l);
+		return NULL;
+	}
+	if (rdma_bind_addr(l->id, (struct sockaddr *)&ss) || rdma_listen(l->id, 1024) || !l->id->verbs) {
+		rdma_destroy_id(l->id);
+		free(l);
+		return NULL;
+	}
+	memcpy(&l->addr, &ss, sizeof(ss));
+	sa_set_port((struct sockaddr *)&l->addr, ntohs(rdma_get_src_port(l->id)));
+	l->next = listeners;
+	listeners = l;
+	return l;
+}
+
+/* ---- hello I/O on the control connection ------------------------------------ */
+
+/* Write all of buf to fd, waiting for room up to deadline. */
+static int ctl_write(int fd, const void *buf, size_t len, int64_t deadline)
+{
+	const uint8_t *p = buf;
+	struct pollfd pf = {.fd = fd, .events = POLLOUT};
+
+	while (len) {
+		ssize_t w = rsock_real.send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w > 0) {
+			p += w;
+			len -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if (!rsock_real.poll(&pf, 1, left_ms(deadline)))
+			return -ETIMEDOUT;
+	}
+	return 0;
+}
+
+/* Wait until at least `want` bytes can be peeked, then peek them. Returns the
+ * bytes peeked (== want), 0 at EOF, or -errno (-ETIMEDOUT). */
+static ssize_t ctl_peek(int fd, void *buf, size_t want, int64_t deadline)
+{
+	struct pollfd pf = {.fd = fd, .events = POLLIN};
+
+	for (;;) {
+		ssize_t r = rsock_real.recv(fd, buf, want, MSG_PEEK | MSG_DONTWAIT);
+		if (r == (ssize_t)want || r == 0)
+			return r;
+		if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if (left_ms(deadline) == 0)
+			return -ETIMEDOUT;
+		/* Partial message: sleep a little rather than spin on POLLIN. */
+		if (r > 0)
+			usleep(200);
+		else if (!rsock_real.poll(&pf, 1, left_ms(deadline)))
+			return -ETIMEDOUT;
+	}
+}
+
+static void ctl_consume(int fd, size_t n)
+{
+	uint8_t b[64];
+
+	while (n) {
+		ssize_t r = rsock_real.recv(fd, b, n < sizeof(b) ? n : sizeof(b), MSG_DONTWAIT);
+		if (r <= 0)
+			break;
+		n -= (size_t)r;
+	}
+}
+
+static int cancel_encode(uint8_t *b)
+{
+	memset(b, 0, CM_CANCEL_LEN);
+	b[0] = PROTO_MAGIC & 0xff;
+	b[1] = (PROTO_MAGIC >> 8) & 0xff;
+	b[2] = (PROTO_MAGIC >> 16) & 0xff;
+	b[3] = PROTO_MAGIC >> 24;
+	b[4] = CM_CANCEL_TYPE;
+	b[6] = CM_CANCEL_LEN;
+	return CM_CANCEL_LEN;
+}
+
+static int is_cancel(const uint8_t *b)
+{
+	uint8_t c[CM_CANCEL_LEN];
+
+	cancel_encode(c);
+	return !memcmp(b, c, CM_CANCEL_LEN);
+}
+
+int cm_drop_stale_ack(int fd)
+{
+	uint8_t b[PROTO_HELLO_ACK_LEN];
+	struct proto_hello_ack a;
+	ssize_t r = rsock_real.recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+
+	if (r < 0)
+		return -errno;
+	if (r == 0)
+		return 0;
+	int d = proto_hello_ack_decode(b, (size_t)r, &a);
+	if (d == -EAGAIN)
+		return -EAGAIN;
+	if (d < 0)
+		return 0;
+	ctl_consume(fd, (size_t)d);
+	return 1;
+}
+
+/* ---- client ----------------------------------------------------------------- */
+
+struct cm_client {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id; /* bound to the local address; becomes the data id */
+	struct sockaddr_storage local, peer;
+	struct tp *tp;
+	uint64_t token;
+};
+
+/* Send the probe; 1 = the beacon answered, 0 = plain peer, -errno. */
+static int probe(struct cm_client *c, uint16_t cport)
+{
+	struct rdma_event_channel *ch = new_channel();
+	struct rdma_cm_id *id = NULL;
+	struct rdma_cm_event *ev = NULL;
+	struct proto_probe pr = {.version = PROTO_VERSION};
+	uint8_t buf[PROTO_PROBE_LEN];
+	struct rdma_conn_param cp;
+	struct sockaddr_storage src;
+	int64_t deadline = now_ms() + cm_settings.probe_ms;
+	int rc;
+
+	if (!ch)
+		return -ENODEV;
+	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) {
+		rc = -errno;
+		goto out;
+	}
+	memcpy(&src, &c->local, sizeof(src));
+	sa_set_port((struct sockaddr *)&src, 0);
+	rc = resolve(ch, id, (struct sockaddr *)&src, (struct sockaddr *)&c->peer, deadline);
+	if (rc) {
+		log_debug("probe: address/route resolution failed (%d)", rc);
+		goto out;
+	}
+	pr.family = c->peer.ss_family;
+	pr.client_port = cport;
+	pr.server_port = sa_port((struct sockaddr *)&c->peer);
+	sa_addr16((struct sockaddr *)&c->local, pr.client_addr);
+	sa_addr16((struct sockaddr *)&c->peer, pr.server_addr);
+	proto_probe_encode(&pr, buf, sizeof(buf));
+	tp_conn_param(&cp, buf, sizeof(buf));
+	cp.qp_num = 1; /* no QP: this request is always rejected */
+	if (rdma_connect(id, &cp)) {
+		rc = -errno;
+		goto out;
+	}
+	rc = wait_event(ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
+	log_debug("probe: answer %d (event %s)", rc, ev ? rdma_event_str(ev->event) : "none");
+	if (rc == -ECONNREFUSED) {
+		struct proto_beacon b;
+		rc = ev->param.conn.private_data &&
+		     proto_beacon_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &b) > 0;
+	} else if (rc == 0) {
+		rc = -EPROTO; /* something accepted a request without a QP */
+	}
+out:
+	ack(ev);
+	if (id)
+		rdma_destroy_id(id);
+	rdma_destroy_event_channel(ch);
+	return rc;
+}
+
+static void client_free(struct cm_client *c)
+{
+	int tp_owns_id;
+
+	if (!c)
+		return;
+	tp_owns_id = c->tp && c->tp->id;
+	if (c->tp) {
+		if (!tp_owns_id)
+			c->tp->ch = NULL;
+		tp_close(c->tp, 1);
+	}
+	if (!tp_owns_id) {
+		if (c->id)
+			rdma_destroy_id(c->id);
+		if (c->ch)
+			rdma_destroy_event_channel(c->ch);
+	}
+	free(c);
+}
+
+void cm_client_abandon(struct cm_client *c)
+{
+	client_free(c);
+}
+
+int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, struct cm_client **state,
+		    enum rsock_fallback_reason *why)
+{
+	struct cm_client *c;
+	struct sockaddr_storage bound;
+	socklen_t bl = sizeof(bound);
+	struct ibv_pd *pd;
+	int rc;
+
+	*state = NULL;
+	*why = RSOCK_FB_NO_DEVICE;
+	if ((addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || len < sa_len(addr) ||
+	    sa_is_loopback(addr))
+		return 0;
+	if (neg_lookup(addr)) {
+		*why = RSOCK_FB_PEER;
+		return 0;
+	}
+	if (!(c = calloc(1, sizeof(*c))))
+		return (*why = RSOCK_FB_RESOURCES, 0);
+	memcpy(&c->peer, addr, sa_len(addr));
+	if (route_source(addr, &c->local))
+		goto plain;
+	/* The local check: does the route's source address have an RDMA device? */
+	if (!(c->ch = new_channel()) || rdma_create_id(c->ch, &c->id, NULL, RDMA_PS_TCP)) {
+		c->id = NULL;
+		goto plain;
+	}
+	sa_set_port((struct sockaddr *)&c->local, 0);
+	if (rdma_bind_addr(c->id, (struct sockaddr *)&c->local) || !c->id->verbs)
+		goto plain;
+	/* Learn our port before the SYN: bind the TCP socket (if unbound). */
+	if (rsock_real.getsockname(fd, (struct sockaddr *)&bound, &bl))
+		goto plain;
+	if (sa_port((struct sockaddr *)&bound) == 0) {
+		if (rsock_real.bind(fd, (struct sockaddr *)&c->local, sa_len((struct sockaddr *)&c->local)))
+			goto plain;
+		bl = sizeof(bound);
+		if (rsock_real.getsockname(fd, (struct sockaddr *)&bound, &bl))
+			goto plain;
+	}
+	memcpy(&c->local, &bound, sizeof(bound));
+	rc = probe(c, sa_port((struct sockaddr *)&bound));
+	if (rc != 1) {
+		log_debug("probe of port %u: %s (%d)", sa_port(addr), rc == 0 ? "plain peer" : "failed", rc);
+		if (rc == 0 || rc == -ETIMEDOUT)
+			neg_insert(addr);
+		*why = rc == 0 || rc == -ETIMEDOUT ? RSOCK_FB_PEER : RSOCK_FB_NO_DEVICE;
+		client_free(c);
+		return 0;
+	}
+	pd = pd_for(c->id->verbs);
+	if (!pd || tp_new(pd, cm_settings.ring_kb * 1024, fd, &c->tp)) {
+		*why = RSOCK_FB_RESOURCES;
+		client_free(c);
+		return 0;
+	}
+	c->tp->ch = c->ch;
+	getrandom(&c->token, sizeof(c->token), 0);
+	*state = c;
+	return 1;
+plain:
+	client_free(c);
+	return 0;
+}
+
+int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ack)
+{
+	struct proto_hello h = {.version = PROTO_VERSION};
+	struct proto_hello_ack a;
+	uint8_t buf[PROTO_HELLO_ACK_LEN > PROTO_HELLO_LEN ? PROTO_HELLO_ACK_LEN : PROTO_HELLO_LEN];
+	uint8_t cancel[CM_CANCEL_LEN];
+	int64_t deadline = now_ms() + cm_settings.handshake_ms;
+	struct sockaddr_storage dst;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev = NULL;
+	int why = RSOCK_FB_PROTOCOL;
+	ssize_t r;
+	int rc;
+
+	*out = NULL;
+	*stale_ack = 0;
+	h.token = c->token;
+	h.ring_addr = (uintptr_t)c->tp->rx.buf;
+	h.ring_rkey = c->tp->rx_mr->rkey;
+	h.ring_size = c->tp->rx.size;
+	h.max_inline = 0;
+	proto_hello_encode(&h, buf, sizeof(buf));
+	if (ctl_write(fd, buf, PROTO_HELLO_LEN, deadline))
+		goto fail_nocancel;
+	r = ctl_peek(fd, buf, PROTO_HELLO_ACK_LEN, deadline);
+	if (r == -ETIMEDOUT) {
+		*stale_ack = 1; /* the answer may still come: drop it then */
+		why = RSOCK_FB_PEER;
+		goto fail;
+	}
+	if (r <= 0 || proto_hello_ack_decode(buf, (size_t)r, &a) <= 0) {
+		/* Not an answer: a librsock server that saw our hello only after
+		 * writing application bytes; those bytes stay for the application. */
+		why = RSOCK_FB_PROTOCOL;
+		goto fail_nocancel;
+	}
+	ctl_consume(fd, (size_t)proto_hello_ack_decode(buf, (size_t)r, &a));
+	if (a.status) {
+		why = a.status < RSOCK_FB_MAX ? a.status : RSOCK_FB_PROTOCOL;
+		goto fail_nocancel;
+	}
+	if (a.token != c->token || tp_set_peer(c->tp, a.ring_addr, a.ring_rkey, a.ring_size, a.max_inline))
+		goto fail;
+	memcpy(&dst, &c->peer, sizeof(dst));
+	sa_set_port((struct sockaddr *)&dst, a.rdma_port);
+	why = RSOCK_FB_NO_DEVICE;
+	if ((rc = resolve(c->ch, c->id, NULL, (struct sockaddr *)&dst, deadline))) {
+		log_debug("data connection: resolve failed (%d)", rc);
+		goto fail;
+	}
+	why = RSOCK_FB_RESOURCES;
+	if ((rc = tp_create_qp(c->tp, c->id))) {
+		log_debug("data connection: no QP (%d)", rc);
+		goto fail;
+	}
+	tp_conn_param(&cp, &c->token, sizeof(c->token));
+	why = RSOCK_FB_PEER;
+	if (rdma_connect(c->id, &cp))
+		goto fail;
+	rc = wait_event(c->ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
+	ack(ev);
+	if (rc) {
+		log_debug("data connection: not established (%d)", rc);
+		goto fail;
+	}
+	c->tp->up = 1;
+	*out = c->tp;
+	free(c);
+	return 0;
+fail:
+	/* Tell the server we stay on TCP; whatever follows is application data. */
+	ctl_write(fd, cancel, (size_t)cancel_encode(cancel), now_ms() + 1000);
+fail_nocancel:
+	client_free(c);
+	return why;
+}
+
+/* ---- server ---------------------------------------------------------------- */
+
+static int send_nak(int fd, int status, int64_t deadline)
+{
+	struct proto_hello_ack a = {.version = PROTO_VERSION, .status = (uint16_t)status};
+	uint8_t buf[PROTO_HELLO_ACK_LEN];
+
+	proto_hello_ack_encode(&a, buf, sizeof(buf));
+	return ctl_write(fd, buf, sizeof(buf), deadline);
+}
+
+int cm_server_accept(const void *owner, int fd, struct tp **out)
+{
+	struct sockaddr_storage peer, local;
+	socklen_t pl = sizeof(peer), ll = sizeof(local);
+	uint8_t buf[PROTO_HELLO_LEN];
+	struct proto_hello h;
+	struct proto_hello_ack a = {.version = PROTO_VERSION};
+	struct pending p = {.obj.kind = CTX_PENDING, .state = PEND_WAIT};
+	struct listener *l;
+	struct ibv_pd *pd;
+	int64_t deadline;
+	struct timespec ts;
+	ssize_t r;
+	int why;
+
+	*out = NULL;
+	if (!has_beacon(owner))
+		return RSOCK_FB_NO_DEVICE;
+	if (rsock_real.getpeername(fd, (struct sockaddr *)&peer, &pl) ||
+	    rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
+		return RSOCK_FB_PROTOCOL;
+	if (!tuple_take((struct sockaddr *)&peer, sa_port((struct sockaddr *)&local)))
+		return RSOCK_FB_PEER; /* a plain client: TCP from the first byte */
+
+	/* A librsock client: its hello is the first thing on the stream. */
+	deadline = now_ms() + 2 * cm_settings.handshake_ms;
+	r = ctl_peek(fd, buf, PROTO_HELLO_LEN, deadline);
+	if (r <= 0 || proto_hello_decode(buf, (size_t)r, &h) <= 0)
+		return RSOCK_FB_PROTOCOL; /* leave the bytes to the application */
+	ctl_consume(fd, (size_t)proto_hello_decode(buf, (size_t)r, &h));
+
+	pthread_mutex_lock(&cm_lock);
+	l = listener_for((struct sockaddr *)&local);
+	pthread_mutex_unlock(&cm_lock);
+	why = RSOCK_FB_NO_DEVICE;
+	if (!l)
+		goto nak;
+	why = RSOCK_FB_RESOURCES;
+	if (!(pd = pd_for(l->id->verbs)) || tp_new(pd, cm_settings.ring_kb * 1024, fd, &p.tp))
+		goto nak;
+	why = RSOCK_FB_PROTOCOL;
+	if (tp_set_peer(p.tp, h.ring_addr, h.ring_rkey, h.ring_size, h.max_inline))
+		goto nak;
+	p.token = h.token;
+	p.ctx = l->id->verbs;
+	pthread_mutex_lock(&cm_lock);
+	p.next = pendings;
+	pendings = &p;
+	pthread_mutex_unlock(&cm_lock);
+
+	a.token = h.token;
+	a.rdma_port = sa_port((struct sockaddr *)&l->addr);
+	a.ring_addr = (uintptr_t)p.tp->rx.buf;
+	a.ring_rkey = p.tp->rx_mr->rkey;
+	a.ring_size = p.tp->rx.size;
+	proto_hello_ack_encode(&a, buf, sizeof(buf));
+	why = RSOCK_FB_PEER;
+	if (ctl_write(fd, buf, PROTO_HELLO_ACK_LEN, deadline))
+		goto unlist;
+
+	/* Wait for the data connection, or the client's cancel, or its end. */
+	for (;;) {
+		uint8_t c[CM_CANCEL_LEN];
+		pthread_mutex_lock(&cm_lock);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 2000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (p.state == PEND_WAIT || p.state == PEND_ACCEPTING)
+			pthread_cond_timedwait(&cm_cond, &cm_lock, &ts);
+		int st = p.state;
+		pthread_mutex_unlock(&cm_lock);
+		if (st == PEND_UP)
+			break;
+		if (st == PEND_FAILED)
+			goto unlist;
+		r = rsock_real.recv(fd, c, sizeof(c), MSG_PEEK | MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+			goto unlist;
+		}
+		if (r == CM_CANCEL_LEN && is_cancel(c)) {
+			ctl_consume(fd, CM_CANCEL_LEN);
+			goto unlist;
+		}
+		if (left_ms(deadline) == 0)
+			goto unlist;
+	}
+	pthread_mutex_lock(&cm_lock);
+	for (struct pending **pp = &pendings; *pp; pp = &(*pp)->next)
+		if (*pp == &p) {
+			*pp = p.next;
+			break;
+		}
+	p.tp->id->context = NULL;
+	pthread_mutex_unlock(&cm_lock);
+	p.tp->up = 1;
+	*out = p.tp;
+	return 0;
+unlist:
+	pthread_mutex_lock(&cm_lock);
+	for (struct pending **pp = &pendings; *pp; pp = &(*pp)->next)
+		if (*pp == &p) {
+			*pp = p.next;
+			break;
+		}
+	if (p.tp->id)
+		p.tp->id->context = NULL;
+	pthread_mutex_unlock(&cm_lock);
+	tp_close(p.tp, 1);
+	return why;
+nak:
+	if (p.tp)
+		tp_close(p.tp, 1);
+	send_nak(fd, why, deadline);
+	return why;
+}

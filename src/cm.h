@@ -1,0 +1,65 @@
+/* cm.h - choosing RDMA or TCP for a stream and setting the RDMA connection up
+ * (doc/design.md section 8): the local device check, the probe, the beacon,
+ * the shared tuple table, the hello exchange on the TCP control connection,
+ * the per-process rdma_cm listener and its thread.
+ *
+ * Every function returns 0/1 or -errno and never leaves the stream in a state
+ * where application bytes could be misread: on any failure before the switch
+ * the stream simply stays on kernel TCP. */
+#ifndef RSOCK_CM_H
+#define RSOCK_CM_H
+
+#include <sys/socket.h>
+
+#include "compiler.h"
+#include "rsock/rsock.h"
+
+struct tp;
+
+/* Settings from the environment (config.c fills them, cm.c reads them). */
+struct cm_settings {
+	unsigned ring_kb;      /* RSOCK_RING_KB: receive and send ring, each */
+	unsigned probe_ms;     /* RSOCK_PROBE_MS: bound on the probe */
+	unsigned handshake_ms; /* RSOCK_HANDSHAKE_MS: bound on hello/ack and rdma connect */
+	unsigned neg_cache_s;  /* RSOCK_NEG_CACHE_S: how long a plain peer is remembered */
+};
+extern struct cm_settings cm_settings RSOCK_HIDDEN;
+
+/* Outcome of an attempt: 0 = RDMA set up (*out is the stream), else the
+ * fallback reason (enum rsock_fallback_reason) as a positive number, or a
+ * -errno that the application must see (connect's own error). */
+
+/* Client: before the real connect(). Decides whether to try RDMA with the
+ * peer at addr, and if so binds fd to the local address of the route (an
+ * unbound socket only) and probes the peer. Returns 1 when the peer runs
+ * librsock (continue with cm_client_finish after the TCP connection is up),
+ * 0 when the stream stays on TCP (*why set), or -errno. *state receives an
+ * opaque object to pass to cm_client_finish / cm_client_abandon. */
+struct cm_client;
+int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, struct cm_client **state,
+		    enum rsock_fallback_reason *why);
+
+/* Client: the TCP connection is up. Runs the hello exchange and the RDMA
+ * connection (bounded by handshake_ms). Returns 0 with *out, or a positive
+ * fallback reason (stream stays on TCP; *stale_ack set when a late answer
+ * from the server may still arrive first on TCP and must be dropped).
+ * Always consumes state. */
+int cm_client_finish(struct cm_client *state, int fd, struct tp **out, int *stale_ack);
+void cm_client_abandon(struct cm_client *state);
+
+/* Drop a late hello answer at the head of the TCP stream, if there is one.
+ * Returns 1 when one was dropped, 0 when the stream starts with other bytes,
+ * -EAGAIN when not enough bytes are there yet to tell. */
+int cm_drop_stale_ack(int fd);
+
+/* Server: listen() succeeded on a socket bound to addr: start its beacon.
+ * owner identifies the listening socket (its conn). */
+void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len);
+/* Server: the listening socket is gone (last reference): stop its beacon. */
+void cm_unlisten(const void *owner);
+
+/* Server: fd was accepted from the listening socket `owner`. Returns 0 with
+ * *out when the stream now runs over RDMA, or a positive fallback reason. */
+int cm_server_accept(const void *owner, int fd, struct tp **out);
+
+#endif

@@ -1,0 +1,67 @@
+/* conn.h - the per-stream object an fd maps to.
+ *
+ * A conn is shared by every descriptor that refers to the same open socket
+ * (dup, dup2, dup3, F_DUPFD, inheritance over fork): the fd table holds one
+ * reference per descriptor, and each user of a looked-up conn holds one more
+ * until conn_unref(). The application's descriptor is always a real kernel
+ * socket; what the stream carries (TCP, or RDMA once negotiated) is `path`. */
+#ifndef RSOCK_CONN_H
+#define RSOCK_CONN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "compiler.h"
+#include "rules.h"
+
+enum conn_role {
+	CONN_ROLE_NONE = 0,  /* created, neither connected nor listening */
+	CONN_ROLE_CLIENT,    /* connect() was called */
+	CONN_ROLE_LISTENER,  /* listen() was called */
+	CONN_ROLE_ACCEPTED,  /* returned by accept()/accept4() */
+};
+
+enum conn_path {
+	CONN_PATH_UNDECIDED = 0,
+	CONN_PATH_TCP,       /* kernel TCP carries the bytes */
+	CONN_PATH_RDMA,      /* an RDMA connection carries the bytes */
+};
+
+struct tp;
+struct cm_client;
+
+struct conn {
+	_Atomic unsigned refs;
+	int domain;             /* AF_INET or AF_INET6 */
+	_Atomic int nonblock;   /* O_NONBLOCK of the open file description */
+	pthread_mutex_t lock;   /* guards the set-up fields below */
+	struct tp *tp;          /* the RDMA stream once path == RDMA (then immutable) */
+	struct cm_client *pending; /* non-blocking connect: hello still to do */
+	int stale_ack;          /* a late hello answer may head the TCP stream */
+	int rd_shut;            /* shutdown(SHUT_RD) on an RDMA stream */
+	int beacon;             /* a listener with a beacon */
+	_Atomic int role;       /* enum conn_role */
+	_Atomic int path;       /* enum conn_path */
+	_Atomic int rules;      /* enum rules_transport decided at connect/listen */
+	_Atomic uint64_t tx_bytes, rx_bytes;
+};
+
+/* A new conn with one reference, or NULL (out of memory). */
+struct conn *conn_new(int domain);
+/* Take another reference; returns c. */
+struct conn *conn_ref(struct conn *c);
+/* Drop a reference; the last one tears the stream down (RDMA connection,
+ * beacon) and frees the object. NULL is allowed. */
+void conn_unref(struct conn *c);
+
+/* Account bytes carried for this stream (r > 0 only). */
+void conn_account_tx(struct conn *c, long long r);
+void conn_account_rx(struct conn *c, long long r);
+
+/* True for the sockets the library tracks: stream sockets of AF_INET/AF_INET6
+ * whose protocol is 0 or IPPROTO_TCP. type may carry SOCK_NONBLOCK/CLOEXEC. */
+int conn_eligible(int domain, int type, int protocol);
+
+#endif

@@ -1,0 +1,206 @@
+/* event.c - see event.h. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include "conn.h"
+#include "event.h"
+#include "fdtab.h"
+
+int event_fd_is_rdma(int fd)
+{
+	struct conn *c;
+	int rdma;
+
+	if (!fdtab_maybe_tracked(fd) || !(c = fdtab_get(fd)))
+		return 0;
+	rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA;
+	conn_unref(c);
+	return rdma;
+}
+
+int event_any_rdma_pollfd(const struct pollfd *fds, nfds_t n)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if (event_fd_is_rdma(fds[i].fd))
+			return 1;
+	return 0;
+}
+
+int event_any_rdma_fdset(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+	for (int fd = 0; fd < nfds && fd < FD_SETSIZE; fd++)
+		if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e))) &&
+		    event_fd_is_rdma(fd))
+			return 1;
+	return 0;
+}
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "real.h"
+#include "transport.h"
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return ts_ns(&t);
+}
+
+int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
+{
+	struct conn **cs = calloc(n ? n : 1, sizeof(*cs));
+	struct pollfd *ext = calloc(3 * (n ? n : 1), sizeof(*ext));
+	int64_t deadline = tmo ? mono_ns() + ts_ns(tmo) : 0;
+	int count = 0, rc = 0;
+	struct timespec zero = {0, 0};
+
+	if (!cs || !ext) {
+		free(cs);
+		free(ext);
+		return -ENOMEM;
+	}
+	for (nfds_t i = 0; i < n; i++) {
+		struct conn *c = fdtab_maybe_tracked(fds[i].fd) ? fdtab_get(fds[i].fd) : NULL;
+		if (c && atomic_load(&c->path) != CONN_PATH_RDMA) {
+			conn_unref(c);
+			c = NULL;
+		}
+		cs[i] = c;
+	}
+	for (;;) {
+		nfds_t m = n;
+
+		/* Arm first, then look: a completion after the look wakes the sleep. */
+		for (nfds_t i = 0; i < n; i++) {
+			ext[i] = fds[i];
+			ext[i].revents = 0;
+			if (!cs[i])
+				continue;
+			ext[i].fd = -1; /* the kernel ignores it */
+			int wfd = tp_wait_fd(cs[i]->tp);
+			if (wfd >= 0) {
+				ext[m].fd = wfd;
+				ext[m].events = POLLIN;
+				ext[m++].revents = 0;
+			}
+			ext[m].fd = cs[i]->tp->tcp_fd;
+			ext[m].events = POLLIN | POLLRDHUP;
+			ext[m++].revents = 0;
+		}
+		count = 0;
+		for (nfds_t i = 0; i < n; i++) {
+			if (!cs[i])
+				continue;
+			short want = fds[i].events | POLLERR | POLLHUP;
+			fds[i].revents = tp_poll_events(cs[i]->tp) & want;
+			count += fds[i].revents != 0;
+		}
+		int r = rsock_real.ppoll(ext, n, &zero, NULL);
+		if (r < 0) {
+			rc = -errno;
+			break;
+		}
+		for (nfds_t i = 0; i < n; i++)
+			if (!cs[i]) {
+				fds[i].revents = ext[i].revents;
+				count += ext[i].revents != 0;
+			}
+		if (count)
+			break;
+		struct timespec left, *lp = NULL;
+		if (tmo) {
+			int64_t l = deadline - mono_ns();
+			if (l <= 0)
+				break;
+			left.tv_sec = l / 1000000000;
+			left.tv_nsec = l % 1000000000;
+			lp = &left;
+		}
+		r = rsock_real.ppoll(ext, m, lp, mask);
+		if (r < 0) {
+			rc = -errno; /* EINTR from a signal the mask let through */
+			break;
+		}
+		for (nfds_t i = 0; i < n; i++)
+			if (cs[i])
+				tp_wait_done(cs[i]->tp);
+		if (r == 0 && tmo && deadline - mono_ns() <= 0)
+			deadline = mono_ns(); /* one last look, then time out */
+	}
+	for (nfds_t i = 0; i < n; i++)
+		conn_unref(cs[i]);
+	free(cs);
+	free(ext);
+	return rc ? rc : count;
+}
+
+int event_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timespec *tmo,
+		 const sigset_t *mask)
+{
+	struct pollfd *p;
+	int n = 0, rc, count = 0;
+	int64_t start = mono_ns();
+
+	if (nfds < 0 || nfds > FD_SETSIZE)
+		return -EINVAL;
+	p = calloc(nfds ? (size_t)nfds : 1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = 0;
+		if (r && FD_ISSET(fd, r))
+			ev |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			ev |= POLLOUT;
+		if (e && FD_ISSET(fd, e))
+			ev |= POLLPRI;
+		if (ev) {
+			p[n].fd = fd;
+			p[n++].events = ev;
+		}
+	}
+	rc = event_poll(p, (nfds_t)n, tmo, mask);
+	if (rc >= 0) {
+		for (int i = 0; i < n; i++)
+			if (p[i].revents & POLLNVAL) {
+				rc = -EBADF;
+				break;
+			}
+	}
+	if (rc >= 0) {
+		if (r)
+			FD_ZERO(r);
+		if (w)
+			FD_ZERO(w);
+		if (e)
+			FD_ZERO(e);
+		for (int i = 0; i < n; i++) {
+			short v = p[i].revents;
+			if (r && (p[i].events & POLLIN) && (v & (POLLIN | POLLHUP | POLLERR)))
+				FD_SET(p[i].fd, r), count++;
+			if (w && (p[i].events & POLLOUT) && (v & (POLLOUT | POLLERR)))
+				FD_SET(p[i].fd, w), count++;
+			if (e && (p[i].events & POLLPRI) && (v & POLLPRI))
+				FD_SET(p[i].fd, e), count++;
+		}
+		rc = count;
+	}
+	if (tmo) {
+		int64_t left = ts_ns(tmo) - (mono_ns() - start);
+		if (left < 0)
+			left = 0;
+		tmo->tv_sec = left / 1000000000;
+		tmo->tv_nsec = left % 1000000000;
+	}
+	free(p);
+	return rc;
+}

@@ -1,0 +1,204 @@
+/* fdtab.c - see fdtab.h. Lock: fdtab_lock (rwlock) protects the hash and
+ * bitmap writes; it is a leaf lock (nothing else is taken while it is held
+ * except conn reference counts, which are atomics). */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "fdtab.h"
+
+static int fdtab_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (fdtab_oom = 1)
+#include <uthash.h>
+
+struct fdtab_entry {
+	int fd;
+	struct conn *conn;
+	UT_hash_handle hh;
+};
+
+_Atomic(_Atomic uint64_t *) fdtab_pages[FDTAB_PAGES];
+static struct fdtab_entry *fdtab_head;
+static size_t fdtab_n;
+static pthread_rwlock_t fdtab_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+void fdtab_init(void)
+{
+}
+
+/* Caller holds the write lock. Returns 0 or -ENOMEM. */
+static int bit_set(unsigned fd, int on)
+{
+	_Atomic uint64_t *page = atomic_load(&fdtab_pages[fd >> FDTAB_PAGE_SHIFT]);
+	uint64_t mask = 1ull << (fd & 63);
+
+	if (!page) {
+		if (!on)
+			return 0;
+		page = calloc(512, sizeof(*page));
+		if (!page)
+			return -ENOMEM;
+		atomic_store(&fdtab_pages[fd >> FDTAB_PAGE_SHIFT], page);
+	}
+	if (on)
+		atomic_fetch_or(&page[(fd >> 6) & 511], mask);
+	else
+		atomic_fetch_and(&page[(fd >> 6) & 511], ~mask);
+	return 0;
+}
+
+/* Caller holds the write lock; returns the removed entry's conn reference. */
+static struct conn *remove_locked(int fd)
+{
+	struct fdtab_entry *e;
+	struct conn *c;
+
+	HASH_FIND_INT(fdtab_head, &fd, e);
+	if (!e)
+		return NULL;
+	HASH_DEL(fdtab_head, e);
+	fdtab_n--;
+	bit_set((unsigned)fd, 0);
+	c = e->conn;
+	free(e);
+	return c;
+}
+
+int fdtab_insert(int fd, struct conn *c)
+{
+	struct fdtab_entry *e;
+	struct conn *old;
+	int rc = 0;
+
+	if ((unsigned)fd >= FDTAB_MAX_FD)
+		return -EBADF;
+	e = malloc(sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->fd = fd;
+	e->conn = conn_ref(c);
+
+	pthread_rwlock_wrlock(&fdtab_lock);
+	old = remove_locked(fd);
+	fdtab_oom = 0;
+	HASH_ADD_INT(fdtab_head, fd, e);
+	if (fdtab_oom) {
+		rc = -ENOMEM;
+	} else if ((rc = bit_set((unsigned)fd, 1))) {
+		HASH_DEL(fdtab_head, e);
+	} else {
+		fdtab_n++;
+	}
+	pthread_rwlock_unlock(&fdtab_lock);
+
+	conn_unref(old);
+	if (rc) {
+		conn_unref(e->conn);
+		free(e);
+	}
+	return rc;
+}
+
+struct conn *fdtab_get(int fd)
+{
+	struct fdtab_entry *e;
+	struct conn *c = NULL;
+
+	pthread_rwlock_rdlock(&fdtab_lock);
+	HASH_FIND_INT(fdtab_head, &fd, e);
+	if (e)
+		c = conn_ref(e->conn);
+	pthread_rwlock_unlock(&fdtab_lock);
+	return c;
+}
+
+struct conn *fdtab_take(int fd)
+{
+	struct conn *c;
+
+	pthread_rwlock_wrlock(&fdtab_lock);
+	c = remove_locked(fd);
+	pthread_rwlock_unlock(&fdtab_lock);
+	return c;
+}
+
+void fdtab_remove_range(unsigned lo, unsigned hi)
+{
+	struct fdtab_entry *e, *tmp, *gone = NULL;
+
+	pthread_rwlock_wrlock(&fdtab_lock);
+	HASH_ITER(hh, fdtab_head, e, tmp)
+	{
+		if ((unsigned)e->fd >= lo && (unsigned)e->fd <= hi) {
+			HASH_DEL(fdtab_head, e);
+			fdtab_n--;
+			bit_set((unsigned)e->fd, 0);
+			e->hh.next = gone; /* reuse the handle to chain the victims */
+			gone = e;
+		}
+	}
+	pthread_rwlock_unlock(&fdtab_lock);
+	while (gone) {
+		e = gone;
+		gone = e->hh.next;
+		conn_unref(e->conn);
+		free(e);
+	}
+}
+
+int fdtab_reserve(int fd)
+{
+	int rc;
+
+	if ((unsigned)fd >= FDTAB_MAX_FD)
+		return -EBADF;
+	pthread_rwlock_wrlock(&fdtab_lock);
+	rc = bit_set((unsigned)fd, 1);
+	pthread_rwlock_unlock(&fdtab_lock);
+	return rc;
+}
+
+void fdtab_unreserve(int fd)
+{
+	struct fdtab_entry *e;
+
+	if ((unsigned)fd >= FDTAB_MAX_FD)
+		return;
+	pthread_rwlock_wrlock(&fdtab_lock);
+	HASH_FIND_INT(fdtab_head, &fd, e);
+	if (!e)
+		bit_set((unsigned)fd, 0);
+	pthread_rwlock_unlock(&fdtab_lock);
+}
+
+size_t fdtab_count(void)
+{
+	size_t n;
+
+	pthread_rwlock_rdlock(&fdtab_lock);
+	n = fdtab_n;
+	pthread_rwlock_unlock(&fdtab_lock);
+	return n;
+}
+
+void fdtab_fork_prepare(void)
+{
+	pthread_rwlock_wrlock(&fdtab_lock);
+}
+
+void fdtab_fork_parent(void)
+{
+	pthread_rwlock_unlock(&fdtab_lock);
+}
+
+void fdtab_fork_child(void)
+{
+	/* The child is single-threaded: re-initialise rather than unlock a
+	 * lock whose owner thread does not exist there. */
+	pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
+	fdtab_lock = fresh;
+}

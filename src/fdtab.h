@@ -1,0 +1,69 @@
+/* fdtab.h - descriptor -> conn table.
+ *
+ * A uthash table (fd -> conn, one conn reference per entry) under a rwlock,
+ * fronted by a lock-free bitmap so that calls on descriptors the library does
+ * not track cost a few instructions: fdtab_maybe_tracked() is all the fast
+ * path of every shim runs. Descriptors >= FDTAB_MAX_FD are never tracked
+ * (their streams stay on kernel TCP). */
+#ifndef RSOCK_FDTAB_H
+#define RSOCK_FDTAB_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compiler.h"
+#include "conn.h"
+
+#define FDTAB_PAGE_SHIFT 15 /* 32768 descriptors, 4 KiB of bits a page */
+#define FDTAB_PAGES 64
+#define FDTAB_MAX_FD (FDTAB_PAGES << FDTAB_PAGE_SHIFT)
+
+extern _Atomic(_Atomic uint64_t *) fdtab_pages[FDTAB_PAGES] RSOCK_HIDDEN;
+
+/* True when fd may be in the table (exact unless a concurrent insert or
+ * remove is under way for the same fd). Lock-free. */
+static inline int fdtab_maybe_tracked(int fd)
+{
+	unsigned u = (unsigned)fd;
+	_Atomic uint64_t *page;
+
+	if (RSOCK_UNLIKELY(u >= FDTAB_MAX_FD))
+		return 0;
+	page = atomic_load_explicit(&fdtab_pages[u >> FDTAB_PAGE_SHIFT], memory_order_relaxed);
+	if (RSOCK_LIKELY(!page))
+		return 0;
+	return (int)((atomic_load_explicit(&page[(u >> 6) & 511], memory_order_relaxed) >> (u & 63)) & 1);
+}
+
+void fdtab_init(void);
+
+/* Map fd to c, taking a reference on c. An existing mapping of fd is replaced
+ * and its reference dropped (the kernel reused the number behind our back).
+ * Returns 0, -EBADF when fd is out of the trackable range, -ENOMEM. */
+int fdtab_insert(int fd, struct conn *c);
+
+/* The conn of fd with a new reference (caller calls conn_unref), or NULL. */
+struct conn *fdtab_get(int fd);
+
+/* Remove fd and hand the table's reference to the caller (NULL if absent). */
+struct conn *fdtab_take(int fd);
+
+/* Remove every fd in [lo, hi], dropping the table's references. */
+void fdtab_remove_range(unsigned lo, unsigned hi);
+
+/* Mark fd as one the shims must look at although it has no conn: the
+ * library's own descriptors (the log file), which the application must not
+ * close or replace behind our back. Returns 0 or -errno. */
+int fdtab_reserve(int fd);
+void fdtab_unreserve(int fd);
+
+/* Number of descriptors in the table. */
+size_t fdtab_count(void);
+
+/* Around fork(): hold the write lock so the child never inherits it held. */
+void fdtab_fork_prepare(void);
+void fdtab_fork_parent(void);
+void fdtab_fork_child(void);
+
+#endif

@@ -1,0 +1,72 @@
+/* init.c - constructor, once-state and destructor. No RDMA work happens here:
+ * devices are opened lazily on the first eligible socket. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "config.h"
+#include "fdtab.h"
+#include "init.h"
+#include "log.h"
+#include "real.h"
+#include "stats.h"
+
+_Atomic int rsock_init_state = INIT_NONE;
+__thread int rsock_in_lib __attribute__((tls_model("initial-exec")));
+static __thread int init_owner __attribute__((tls_model("initial-exec")));
+
+static void init_run(void)
+{
+	int prev = rsock_guard_enter();
+	int rc;
+
+	init_owner = 1;
+	rc = real_resolve();
+	atomic_store_explicit(&rsock_init_state, INIT_RESOLVED, memory_order_release);
+
+	rsock_config.program = program_invocation_short_name;
+	config_load(&rsock_config);
+	if (rc)
+		log_error("some libc entry points could not be resolved; those calls fail with ENOSYS");
+	fdtab_init();
+	if (log_fd_get() >= 0)
+		fdtab_reserve(log_fd_get());
+	log_debug("librsock %s ready", PACKAGE_VERSION);
+	atomic_store_explicit(&rsock_init_state, rc ? INIT_BROKEN : INIT_READY,
+			      memory_order_release);
+	init_owner = 0;
+	rsock_guard_leave(prev);
+}
+
+int rsock_init(void)
+{
+	int st = atomic_load_explicit(&rsock_init_state, memory_order_acquire);
+	int expected = INIT_NONE;
+
+	if (st >= INIT_READY)
+		return st;
+	if (st == INIT_NONE &&
+	    atomic_compare_exchange_strong(&rsock_init_state, &expected, INIT_RUNNING)) {
+		init_run();
+		return atomic_load(&rsock_init_state);
+	}
+	if (init_owner) /* re-entered from our own initialisation */
+		return atomic_load(&rsock_init_state);
+	while ((st = atomic_load_explicit(&rsock_init_state, memory_order_acquire)) < INIT_READY)
+		sched_yield();
+	return st;
+}
+
+__attribute__((constructor)) static void rsock_constructor(void)
+{
+	rsock_init();
+}
+
+__attribute__((destructor)) static void rsock_destructor(void)
+{
+	if (rsock_ready() && rsock_config.stats_at_exit)
+		stats_print();
+}

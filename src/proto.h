@@ -1,0 +1,97 @@
+/* proto.h - librsock wire messages, version 1 (doc/design.md, sections 8-9).
+ *
+ * Encoders write into caller buffers; decoders validate every field
+ * (magic, version, length, sizes, flags) and return -EPROTO for anything
+ * malformed, hostile or from a future incompatible version. No allocation,
+ * no logging, all integers little-endian on the wire, no struct is ever
+ * copied to the wire as it lies in memory. */
+#ifndef RSOCK_PROTO_H
+#define RSOCK_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_MAGIC 0x314b5352u /* "RSK1" little-endian */
+#define PROTO_VERSION 1
+
+/* rdma_cm private data of the probe (client -> beacon connect request). */
+struct proto_probe {
+	uint16_t version;
+	uint16_t family;      /* AF_INET or AF_INET6 */
+	uint16_t client_port; /* host order */
+	uint16_t server_port; /* host order */
+	uint8_t client_addr[16];
+	uint8_t server_addr[16];
+};
+#define PROTO_PROBE_LEN 48 /* fits the 56-byte RDMA_PS_TCP connect private data */
+
+/* rdma_cm private data of the beacon's reject: "librsock listens here". */
+struct proto_beacon {
+	uint16_t version;     /* highest version the server speaks */
+	uint16_t flags;
+};
+#define PROTO_BEACON_LEN 12
+
+/* First bytes on the TCP control connection, client -> server. */
+struct proto_hello {
+	uint16_t version;
+	uint32_t flags;
+	uint64_t token;      /* random, echoed as rdma_cm private data */
+	uint64_t ring_addr;  /* client's receive ring */
+	uint32_t ring_rkey;
+	uint32_t ring_size;  /* power of two, RING_MIN_SIZE..RING_MAX_SIZE */
+	uint32_t max_inline;
+};
+#define PROTO_HELLO_LEN 44
+
+/* Server -> client answer on TCP. status 0 = go RDMA, else a fallback reason
+ * (enum rsock_fallback_reason) and the other fields are ignored. */
+struct proto_hello_ack {
+	uint16_t version;
+	uint16_t status;
+	uint16_t rdma_port;  /* the accepting process's rdma_cm listener, host order */
+	uint64_t token;      /* echoed */
+	uint64_t ring_addr;
+	uint32_t ring_rkey;
+	uint32_t ring_size;
+	uint32_t max_inline;
+};
+#define PROTO_HELLO_ACK_LEN 44
+
+/* The 32-bit immediate of an RDMA WRITE WITH IMMEDIATE. */
+enum proto_imm_type {
+	PROTO_IMM_DATA = 0,   /* value = bytes written into the ring */
+	PROTO_IMM_CREDIT = 1, /* value = bytes consumed since the last credit */
+	PROTO_IMM_FIN = 2,    /* value = 0: no more data (shutdown SHUT_WR / close) */
+	PROTO_IMM_RESET = 3,  /* value = 0: abortive close (ECONNRESET for the peer) */
+};
+#define PROTO_IMM_VALUE_MAX ((1u << 30) - 1)
+
+/* Decoder bounds: the u16 length of a hello/hello_ack is at most this (a longer
+ * one is refused, never waited for); max_inline is at most PROTO_MAX_INLINE. */
+#define PROTO_MSG_MAX_LEN 256
+#define PROTO_MAX_INLINE 4096
+
+/* Each encoder returns the number of bytes written, or -ENOSPC when len is too
+ * small. Each decoder returns the bytes consumed, -EAGAIN when more bytes are
+ * needed (len too short so far), or -EPROTO. Fields are validated as soon as
+ * they are present, so a prefix that cannot begin a valid message is -EPROTO
+ * at once; *m is written only on success. Probe and beacon (rdma_cm private
+ * data, which the CM may pad) accept len beyond their length and consume
+ * their version-1 length. NULL pointers give -EINVAL. */
+int proto_probe_encode(const struct proto_probe *m, void *buf, size_t len);
+int proto_probe_decode(const void *buf, size_t len, struct proto_probe *m);
+int proto_beacon_encode(const struct proto_beacon *m, void *buf, size_t len);
+int proto_beacon_decode(const void *buf, size_t len, struct proto_beacon *m);
+int proto_hello_encode(const struct proto_hello *m, void *buf, size_t len);
+int proto_hello_decode(const void *buf, size_t len, struct proto_hello *m);
+int proto_hello_ack_encode(const struct proto_hello_ack *m, void *buf, size_t len);
+int proto_hello_ack_decode(const void *buf, size_t len, struct proto_hello_ack *m);
+
+/* Immediate data: encode returns the value (a type or value out of range gives
+ * one that decode refuses); decode returns 0 or -EPROTO (unknown type, value
+ * out of range: 0 for DATA/CREDIT, non-zero for FIN/RESET). */
+uint32_t proto_imm_encode(enum proto_imm_type type, uint32_t value);
+int proto_imm_decode(uint32_t imm, enum proto_imm_type *type, uint32_t *value);
+
+#endif

@@ -1,0 +1,200 @@
+/* ring.c - see ring.h.
+ *
+ * Invariants kept by every function (for a ring set up by ring_init /
+ * ring_remote_init and changed only through this module):
+ *   struct ring:         tail - head <= size
+ *   struct ring_remote:  tail - acked <= size
+ * Positions are free-running and wrap modulo 2^64; since size divides 2^64
+ * the buffer offset pos & (size - 1) stays continuous across that wrap and
+ * all differences are computed in unsigned 64-bit arithmetic. Every length
+ * is checked against the current room before any position moves, so a
+ * hostile value can never push a position past the other one. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <errno.h>
+#include <string.h>
+
+#include "ring.h"
+
+static int ring_size_ok(uint32_t size)
+{
+	return size >= RING_MIN_SIZE && size <= RING_MAX_SIZE && (size & (size - 1)) == 0;
+}
+
+/* Bytes that may still be added at tail; 0 if the ring state is inconsistent
+ * (which cannot happen through this module, but a caller may have touched
+ * the fields directly). */
+static uint64_t room(uint32_t size, uint64_t tail, uint64_t head)
+{
+	uint64_t used = tail - head;
+
+	return used > size ? 0 : size - used;
+}
+
+/* Split len bytes starting at position pos into at most two spans. */
+static void split(uint32_t size, uint64_t pos, uint32_t len, struct ring_span out[2])
+{
+	uint32_t off = (uint32_t)(pos & (size - 1));
+	uint32_t first = size - off;
+
+	if (first > len)
+		first = len;
+	out[0].off = off;
+	out[0].len = first;
+	out[1].off = 0;
+	out[1].len = len - first;
+}
+
+/* Returns 0, or -EINVAL when r or buf is NULL or size is not a power of two in
+ * RING_MIN_SIZE..RING_MAX_SIZE (nothing is changed then). */
+int ring_init(struct ring *r, void *buf, uint32_t size)
+{
+	if (!r || !buf || !ring_size_ok(size))
+		return -EINVAL;
+	r->buf = buf;
+	r->size = size;
+	r->head = 0;
+	r->tail = 0;
+	return 0;
+}
+
+/* Returns 0 (tail advanced by len), or -EPROTO when len exceeds the free
+ * space (nothing is changed then). len 0 is accepted and changes nothing. */
+int ring_produce(struct ring *r, uint32_t len)
+{
+	if (len > room(r->size, r->tail, r->head))
+		return -EPROTO;
+	r->tail += len;
+	return 0;
+}
+
+/* Returns the number of bytes copied: min(len, ring_used(r)). */
+size_t ring_peek(const struct ring *r, void *dst, size_t len)
+{
+	uint64_t used = r->tail - r->head;
+	struct ring_span s[2];
+
+	if (used > r->size) /* inconsistent: see room() */
+		used = 0;
+	if ((uint64_t)len > used)
+		len = (size_t)used;
+	if (!len)
+		return 0;
+	split(r->size, r->head, (uint32_t)len, s);
+	memcpy(dst, r->buf + s[0].off, s[0].len);
+	if (s[1].len)
+		memcpy((uint8_t *)dst + s[0].len, r->buf, s[1].len);
+	return len;
+}
+
+/* Returns the number of bytes copied: the least of ring_used(r), max and the
+ * total length of the iovecs, filled in order. Empty iovecs are skipped; a
+ * negative iovcnt copies nothing. */
+size_t ring_peek_iov(const struct ring *r, const struct iovec *iov, int iovcnt, size_t max)
+{
+	uint64_t used = r->tail - r->head;
+	uint32_t mask = r->size - 1;
+	uint64_t pos = r->head;
+	size_t want, done = 0;
+
+	if (used > r->size)
+		used = 0;
+	want = (uint64_t)max > used ? (size_t)used : max;
+	for (int i = 0; i < iovcnt && done < want; i++) {
+		uint8_t *dst = iov[i].iov_base;
+		size_t left = iov[i].iov_len;
+
+		while (left && done < want) {
+			uint32_t off = (uint32_t)(pos & mask);
+			size_t n = r->size - off; /* contiguous bytes up to the end */
+
+			if (n > left)
+				n = left;
+			if (n > want - done)
+				n = want - done;
+			memcpy(dst, r->buf + off, n);
+			dst += n;
+			left -= n;
+			done += n;
+			pos += n;
+		}
+	}
+	return done;
+}
+
+/* Returns 0 (head advanced by len), or -EINVAL when len exceeds ring_used(r). */
+int ring_consume(struct ring *r, size_t len)
+{
+	uint64_t used = r->tail - r->head;
+
+	if (used > r->size || (uint64_t)len > used)
+		return -EINVAL;
+	r->head += len;
+	return 0;
+}
+
+/* Returns 0 (len bytes copied at tail, tail advanced, out[0..1] = the spans
+ * written, out[1].len = 0 without wrap), or -ENOSPC when len exceeds the free
+ * space (nothing is changed then). out may be NULL when the spans are not
+ * needed. */
+int ring_write(struct ring *r, const void *src, uint32_t len, struct ring_span out[2])
+{
+	struct ring_span s[2];
+
+	if (len > room(r->size, r->tail, r->head))
+		return -ENOSPC;
+	split(r->size, r->tail, len, s);
+	if (s[0].len)
+		memcpy(r->buf + s[0].off, src, s[0].len);
+	if (s[1].len)
+		memcpy(r->buf, (const uint8_t *)src + s[0].len, s[1].len);
+	r->tail += len;
+	if (out) {
+		out[0] = s[0];
+		out[1] = s[1];
+	}
+	return 0;
+}
+
+/* Returns 0, or -EINVAL when rr is NULL or size is not a power of two in
+ * RING_MIN_SIZE..RING_MAX_SIZE (nothing is changed then). */
+int ring_remote_init(struct ring_remote *rr, uint32_t size)
+{
+	if (!rr || !ring_size_ok(size))
+		return -EINVAL;
+	rr->size = size;
+	rr->tail = 0;
+	rr->acked = 0;
+	return 0;
+}
+
+/* Returns 0 (out[0..1] = the spans of the peer's buffer to write, out[1].len
+ * = 0 without wrap; tail advanced by len), or -ENOSPC when len exceeds
+ * ring_remote_space() (nothing is changed then). out may be NULL. */
+int ring_remote_reserve(struct ring_remote *rr, uint32_t len, struct ring_span out[2])
+{
+	struct ring_span s[2];
+
+	if (len > room(rr->size, rr->tail, rr->acked))
+		return -ENOSPC;
+	split(rr->size, rr->tail, len, s);
+	rr->tail += len;
+	if (out) {
+		out[0] = s[0];
+		out[1] = s[1];
+	}
+	return 0;
+}
+
+/* Returns 0 (acked advanced by consumed), or -EPROTO when consumed exceeds
+ * the bytes written but not yet acknowledged (nothing is changed then). */
+int ring_remote_ack(struct ring_remote *rr, uint64_t consumed)
+{
+	uint64_t outstanding = rr->tail - rr->acked;
+
+	if (outstanding > rr->size || consumed > outstanding)
+		return -EPROTO;
+	rr->acked += consumed;
+	return 0;
+}

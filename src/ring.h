@@ -1,0 +1,79 @@
+/* ring.h - byte rings over caller-owned memory, no RDMA dependency.
+ *
+ * Positions are free-running 64-bit byte counters; the offset in the buffer
+ * is pos & (size - 1), size a power of two. Two views exist:
+ *
+ *  - struct ring: memory this process holds (the receive ring the peer writes
+ *    into, or the local send staging ring). head = consumer position, tail =
+ *    producer position; used = tail - head.
+ *  - struct ring_remote: the sender's book-keeping of the PEER's receive ring:
+ *    tail = bytes written so far, acked = bytes the peer reported consumed;
+ *    space = size - (tail - acked).
+ *
+ * Every value that comes from the wire goes through a validating function
+ * that returns -EPROTO instead of corrupting state. No locking: the caller
+ * serialises access to one ring. */
+#ifndef RSOCK_RING_H
+#define RSOCK_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define RING_MIN_SIZE 4096u
+#define RING_MAX_SIZE (1u << 30)
+
+struct ring {
+	uint8_t *buf;
+	uint32_t size; /* power of two, RING_MIN_SIZE..RING_MAX_SIZE */
+	uint64_t head; /* consumer */
+	uint64_t tail; /* producer */
+};
+
+struct ring_remote {
+	uint32_t size;
+	uint64_t tail;  /* bytes written into the peer's ring */
+	uint64_t acked; /* bytes the peer has consumed */
+};
+
+/* One contiguous piece of a ring: offset in the buffer and length. */
+struct ring_span {
+	uint32_t off;
+	uint32_t len;
+};
+
+/* 0, or -EINVAL (size not a power of two in range, buf NULL). */
+int ring_init(struct ring *r, void *buf, uint32_t size);
+static inline uint64_t ring_used(const struct ring *r) { return r->tail - r->head; }
+static inline uint64_t ring_free(const struct ring *r) { return r->size - (r->tail - r->head); }
+
+/* The peer (or the local producer) added len bytes at tail. 0, or -EPROTO
+ * when len exceeds the free space (a hostile or broken peer). */
+int ring_produce(struct ring *r, uint32_t len);
+
+/* Copy up to len bytes from head into dst without consuming. Returns the count. */
+size_t ring_peek(const struct ring *r, void *dst, size_t len);
+/* Copy into an iovec array (at most max bytes) without consuming; returns the count. */
+size_t ring_peek_iov(const struct ring *r, const struct iovec *iov, int iovcnt, size_t max);
+/* Consume len bytes (len <= used, else -EINVAL). */
+int ring_consume(struct ring *r, size_t len);
+
+/* Local producer: copy len bytes at tail (len <= free, else -ENOSPC) and
+ * advance tail; the spans written are stored in out[0..1] (out[1].len = 0 when
+ * no wrap). Returns 0 or -ENOSPC. */
+int ring_write(struct ring *r, const void *src, uint32_t len, struct ring_span out[2]);
+
+/* Remote view. */
+int ring_remote_init(struct ring_remote *rr, uint32_t size);
+static inline uint64_t ring_remote_space(const struct ring_remote *rr)
+{
+	return rr->size - (rr->tail - rr->acked);
+}
+/* Reserve len bytes (len <= space, else -ENOSPC) at tail: fills the one or two
+ * spans of the peer's buffer to write, then advances tail. */
+int ring_remote_reserve(struct ring_remote *rr, uint32_t len, struct ring_span out[2]);
+/* The peer reports `consumed` more bytes consumed. 0, or -EPROTO when that
+ * would ack more than was written. */
+int ring_remote_ack(struct ring_remote *rr, uint64_t consumed);
+
+#endif

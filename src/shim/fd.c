@@ -1,0 +1,240 @@
+/* shim/fd.c - descriptor management: close, close_range, closefrom, dup,
+ * dup2, dup3, fcntl, fcntl64 and ioctl. A stream object is shared by every
+ * descriptor that refers to it and dies with the last one. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+
+#include "shim.h"
+
+#include "../log.h"
+#include "../transport.h"
+
+void shim_forget(int fd)
+{
+	conn_unref(fdtab_take(fd));
+}
+
+/* The library's own descriptor: the application may not close it (it would
+ * believe it closed something it never opened). */
+static int is_own_fd(int fd)
+{
+	return fd >= 0 && fd == log_fd_get();
+}
+
+RSOCK_EXPORT int close(int fd)
+{
+	if (shim_fast(fd))
+		return rsock_real.close(fd);
+	if (shim_active()) {
+		if (is_own_fd(fd)) {
+			errno = EBADF;
+			return -1;
+		}
+		/* Forget first: once closed, the number may be reused at once. */
+		shim_forget(fd);
+	}
+	return REAL_CALL(close, fd);
+}
+
+static int sys_close_range(unsigned lo, unsigned hi, int flags)
+{
+	if (rsock_real.close_range)
+		return rsock_real.close_range(lo, hi, flags);
+	return (int)syscall(SYS_close_range, lo, hi, flags);
+}
+
+/* close_range() that spares the library's own descriptor. */
+static int close_range_sparing(unsigned lo, unsigned hi, int flags)
+{
+	int own = log_fd_get();
+
+	if (!(flags & CLOSE_RANGE_CLOEXEC))
+		fdtab_remove_range(lo, hi);
+	if (own < 0 || (unsigned)own < lo || (unsigned)own > hi)
+		return sys_close_range(lo, hi, flags);
+	if ((unsigned)own > lo && sys_close_range(lo, (unsigned)own - 1, flags))
+		return -1;
+	if ((unsigned)own < hi)
+		return sys_close_range((unsigned)own + 1, hi, flags);
+	return 0;
+}
+
+RSOCK_EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
+{
+	/* What the kernel refuses (EINVAL) closes nothing: forget nothing. */
+	if (!shim_active() || lo > hi || (flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)))
+		return sys_close_range(lo, hi, flags);
+	return close_range_sparing(lo, hi, flags);
+}
+
+RSOCK_EXPORT void closefrom(int lo)
+{
+	if (lo < 0)
+		lo = 0; /* glibc clamps a negative bound: everything is closed */
+	if (!shim_active() || !rsock_real.closefrom) {
+		if (rsock_real.closefrom)
+			rsock_real.closefrom(lo);
+		return;
+	}
+	if (close_range_sparing((unsigned)lo, ~0u, 0) == 0)
+		return;
+	/* Like glibc: no close_range in the kernel, close one by one. */
+	fdtab_remove_range((unsigned)lo, ~0u);
+	int own = log_fd_get();
+	for (int fd = lo; fd < 65536; fd++)
+		if (fd != own)
+			rsock_real.close(fd);
+}
+
+/* newfd now refers to what oldfd refers to (after a successful dup). */
+static void dup_track(int oldfd, int newfd)
+{
+	struct conn *c = fdtab_get(oldfd);
+
+	if (!c) {
+		shim_forget(newfd);
+		return;
+	}
+	if (fdtab_insert(newfd, c))
+		log_warn_rl("dup: fd %d cannot be tracked", newfd);
+	conn_unref(c);
+}
+
+RSOCK_EXPORT int dup(int fd)
+{
+	int nfd;
+
+	if (shim_fast(fd))
+		return rsock_real.dup(fd);
+	nfd = REAL_CALL(dup, fd);
+	if (nfd >= 0 && shim_active()) {
+		int saved = errno;
+		dup_track(fd, nfd);
+		errno = saved;
+	}
+	return nfd;
+}
+
+/* dup2/dup3 onto newfd: whatever newfd was is gone. */
+static int dup_onto(int oldfd, int newfd, int flags, int is3)
+{
+	int r, saved, active = shim_active();
+
+	if (!is3 && oldfd == newfd)
+		return REAL_CALL(dup2, oldfd, newfd);
+	r = is3 ? REAL_CALL(dup3, oldfd, newfd, flags) : REAL_CALL(dup2, oldfd, newfd);
+	if (r < 0 || !active)
+		return r;
+	saved = errno;
+	if (is_own_fd(newfd)) {
+		int nfd = log_fd_lost();
+		if (nfd >= 0)
+			fdtab_reserve(nfd);
+	}
+	dup_track(oldfd, newfd);
+	errno = saved;
+	return r;
+}
+
+RSOCK_EXPORT int dup2(int oldfd, int newfd)
+{
+	if (shim_fast(oldfd) && shim_fast(newfd))
+		return rsock_real.dup2(oldfd, newfd);
+	return dup_onto(oldfd, newfd, 0, 0);
+}
+
+RSOCK_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	if (shim_fast(oldfd) && shim_fast(newfd))
+		return rsock_real.dup3(oldfd, newfd, flags);
+	return dup_onto(oldfd, newfd, flags, 1);
+}
+
+/* fcntl's optional argument is read as a pointer whatever its type, as glibc
+ * itself does: on the LP64 ABIs an int vararg occupies a full slot, and the
+ * real fcntl reads it back as the type the command expects. */
+static RSOCK_COLD int fcntl_slow(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+	int r, saved;
+
+	if (!real)
+		return (errno = ENOSYS, -1);
+	r = real(fd, cmd, arg);
+	if (r < 0 || !shim_active())
+		return r;
+	saved = errno;
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+		dup_track(fd, r);
+	} else if (cmd == F_SETFL) {
+		struct conn *c = fdtab_get(fd);
+		if (c)
+			atomic_store(&c->nonblock, !!((long)arg & O_NONBLOCK));
+		conn_unref(c);
+	}
+	errno = saved;
+	return r;
+}
+
+RSOCK_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (shim_fast(fd))
+		return rsock_real.fcntl(fd, cmd, arg);
+	shim_active();
+	return fcntl_slow(rsock_real.fcntl, fd, cmd, arg);
+}
+
+RSOCK_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (shim_fast(fd) && rsock_real.fcntl64)
+		return rsock_real.fcntl64(fd, cmd, arg);
+	shim_active();
+	return fcntl_slow(rsock_real.fcntl64 ? rsock_real.fcntl64 : rsock_real.fcntl, fd, cmd, arg);
+}
+
+static RSOCK_COLD int ioctl_slow(int fd, unsigned long req, void *arg)
+{
+	struct conn *c = shim_conn(fd);
+	int r;
+
+	if (c && req == FIONREAD && atomic_load(&c->path) == CONN_PATH_RDMA && arg) {
+		*(int *)arg = tp_readable_bytes(c->tp);
+		conn_unref(c);
+		return 0;
+	}
+	r = REAL_CALL(ioctl, fd, req, arg);
+	if (c && r == 0 && req == FIONBIO && arg)
+		atomic_store(&c->nonblock, *(int *)arg != 0);
+	conn_unref(c);
+	return r;
+}
+
+RSOCK_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (shim_fast(fd))
+		return rsock_real.ioctl(fd, req, arg);
+	return ioctl_slow(fd, req, arg);
+}

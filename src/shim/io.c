@@ -1,0 +1,489 @@
+/* shim/io.c - the data path: read/write families, send/recv families,
+ * sendfile and the FORTIFY variants.
+ *
+ * Every wrapper has the same shape: untracked fd -> libc at once; tracked
+ * fd -> io_begin() says whether the stream is carried by RDMA (then the
+ * transport moves the bytes) or by kernel TCP (then libc does, and the bytes
+ * are counted). */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include "shim.h"
+
+#include "../cm.h"
+#include "../log.h"
+#include "../stats.h"
+#include "../transport.h"
+
+/* ---- the dispatcher --------------------------------------------------------- */
+
+/* A stream whose non-blocking connect() deferred the hello: finish it once
+ * the TCP connection is up. Returns 0 when the stream is settled (RDMA or
+ * TCP), -EAGAIN while the connection is still in progress. Caller holds a
+ * reference on c. */
+static int finish_pending(struct conn *c, int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	struct cm_client *st;
+	struct tp *t = NULL;
+	int err = 0, why, stale = 0;
+	socklen_t l = sizeof(err);
+
+	pthread_mutex_lock(&c->lock);
+	st = c->pending;
+	if (!st) {
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	if (rsock_real.poll(&p, 1, 0) == 0) {
+		pthread_mutex_unlock(&c->lock);
+		return -EAGAIN;
+	}
+	c->pending = NULL;
+	rsock_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
+	if (err) {
+		/* The connect failed: put the error back for the application. */
+		cm_client_abandon(st);
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	why = cm_client_finish(st, fd, &t, &stale);
+	if (why == 0) {
+		c->tp = t;
+		atomic_store(&c->path, CONN_PATH_RDMA);
+		stats_stream(1);
+	} else {
+		c->stale_ack = stale;
+		atomic_store(&c->path, CONN_PATH_TCP);
+		stats_stream(0);
+		stats_fallback((enum rsock_fallback_reason)why);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* Look fd up and settle its stream. Returns the transport of an RDMA stream,
+ * or NULL for kernel TCP (then *c may still be a tracked conn, for the
+ * counters). *early is set (and NULL returned) when the call must return
+ * *early without touching the kernel. */
+static struct tp *io_begin(int fd, struct conn **cp, ssize_t *early)
+{
+	struct conn *c = shim_conn(fd);
+
+	*cp = c;
+	*early = 0;
+	if (!c)
+		return NULL;
+	if (RSOCK_UNLIKELY(c->pending) && finish_pending(c, fd) == -EAGAIN) {
+		*early = -EAGAIN;
+		return NULL;
+	}
+	if (RSOCK_UNLIKELY(c->stale_ack)) {
+		int r = cm_drop_stale_ack(fd);
+		if (r == -EAGAIN && !atomic_load(&c->nonblock)) {
+			struct pollfd p = {.fd = fd, .events = POLLIN};
+			rsock_real.poll(&p, 1, 1000);
+			r = cm_drop_stale_ack(fd);
+		}
+		if (r != -EAGAIN)
+			c->stale_ack = 0;
+	}
+	return atomic_load_explicit(&c->path, memory_order_acquire) == CONN_PATH_RDMA ? c->tp : NULL;
+}
+
+static ssize_t rdma_recv(struct conn *c, struct tp *t, const struct iovec *iov, int n, int flags)
+{
+	ssize_t r;
+
+	if (c->rd_shut)
+		return 0;
+	r = tp_recv(t, iov, n, flags, atomic_load(&c->nonblock));
+	if (!(flags & MSG_PEEK))
+		conn_account_rx(c, r);
+	return r;
+}
+
+/* Send on an RDMA stream. A stream whose peer is gone is handed to the
+ * kernel socket, which then answers exactly as TCP does (EPIPE, SIGPIPE,
+ * ECONNRESET). */
+static ssize_t rdma_send(struct conn *c, struct tp *t, int fd, const struct iovec *iov, int n,
+			 int flags)
+{
+	ssize_t r = tp_send(t, iov, n, flags, atomic_load(&c->nonblock));
+
+	if (r == -ESHUTDOWN) {
+		struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
+		r = shim_neg(rsock_real.sendmsg(fd, &m, flags));
+	} else if (r == -EPIPE && !(flags & MSG_NOSIGNAL)) {
+		raise(SIGPIPE); /* after shutdown(SHUT_WR), as TCP does */
+	}
+	conn_account_tx(c, r);
+	return r;
+}
+
+/* The shape of every data wrapper. dir: rx or tx; flags: the call's MSG_*
+ * flags (peeked bytes are not counted); rdma_expr: the RDMA call (may use
+ * c_, t_); real_expr: the libc call. */
+#define IO_SHIM(dir, fd, flags, rdma_expr, real_expr)                  \
+	do {                                                           \
+		struct conn *c_;                                       \
+		struct tp *t_;                                         \
+		ssize_t r_;                                            \
+		t_ = io_begin(fd, &c_, &r_);                           \
+		if (t_) {                                              \
+			r_ = shim_ret(rdma_expr);                      \
+		} else if (r_) {                                       \
+			r_ = shim_ret(r_);                             \
+		} else {                                               \
+			r_ = real_expr;                                \
+			if (c_ && !((flags) & MSG_PEEK))               \
+				conn_account_##dir(c_, r_);            \
+		}                                                      \
+		conn_unref(c_);                                        \
+		return r_;                                             \
+	} while (0)
+
+/* ---- wrappers ------------------------------------------------------------------ */
+
+static RSOCK_COLD ssize_t read_slow(int fd, void *buf, size_t n)
+{
+	struct iovec v = {buf, n};
+	IO_SHIM(rx, fd, 0, rdma_recv(c_, t_, &v, 1, 0), REAL_CALL(read, fd, buf, n));
+}
+
+RSOCK_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	if (shim_fast(fd))
+		return rsock_real.read(fd, buf, n);
+	return read_slow(fd, buf, n);
+}
+
+static RSOCK_COLD ssize_t readv_slow(int fd, const struct iovec *iov, int iovcnt)
+{
+	IO_SHIM(rx, fd, 0, rdma_recv(c_, t_, iov, iovcnt, 0), REAL_CALL(readv, fd, iov, iovcnt));
+}
+
+RSOCK_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	if (shim_fast(fd))
+		return rsock_real.readv(fd, iov, iovcnt);
+	return readv_slow(fd, iov, iovcnt);
+}
+
+static RSOCK_COLD ssize_t write_slow(int fd, const void *buf, size_t n)
+{
+	struct iovec v = {(void *)buf, n};
+	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, &v, 1, 0), REAL_CALL(write, fd, buf, n));
+}
+
+RSOCK_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	if (shim_fast(fd))
+		return rsock_real.write(fd, buf, n);
+	return write_slow(fd, buf, n);
+}
+
+static RSOCK_COLD ssize_t writev_slow(int fd, const struct iovec *iov, int iovcnt)
+{
+	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, iov, iovcnt, 0), REAL_CALL(writev, fd, iov, iovcnt));
+}
+
+RSOCK_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	if (shim_fast(fd))
+		return rsock_real.writev(fd, iov, iovcnt);
+	return writev_slow(fd, iov, iovcnt);
+}
+
+static RSOCK_COLD ssize_t send_slow(int fd, const void *buf, size_t n, int flags)
+{
+	struct iovec v = {(void *)buf, n};
+	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, &v, 1, flags), REAL_CALL(send, fd, buf, n, flags));
+}
+
+RSOCK_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	if (shim_fast(fd))
+		return rsock_real.send(fd, buf, n, flags);
+	return send_slow(fd, buf, n, flags);
+}
+
+static RSOCK_COLD ssize_t sendto_slow(int fd, const void *buf, size_t n, int flags,
+				      __CONST_SOCKADDR_ARG addr, socklen_t alen)
+{
+	struct iovec v = {(void *)buf, n};
+	/* A connected TCP socket ignores the address (EISCONN only for other types). */
+	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, &v, 1, flags),
+		REAL_CALL(sendto, fd, buf, n, flags, addr, alen));
+}
+
+RSOCK_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONST_SOCKADDR_ARG addr,
+			    socklen_t alen)
+{
+	if (shim_fast(fd))
+		return rsock_real.sendto(fd, buf, n, flags, addr, alen);
+	return sendto_slow(fd, buf, n, flags, addr, alen);
+}
+
+static RSOCK_COLD ssize_t sendmsg_slow(int fd, const struct msghdr *msg, int flags)
+{
+	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, msg->msg_iov, (int)msg->msg_iovlen, flags),
+		REAL_CALL(sendmsg, fd, msg, flags));
+}
+
+RSOCK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	if (shim_fast(fd))
+		return rsock_real.sendmsg(fd, msg, flags);
+	return sendmsg_slow(fd, msg, flags);
+}
+
+static RSOCK_COLD ssize_t recv_slow(int fd, void *buf, size_t n, int flags)
+{
+	struct iovec v = {buf, n};
+	IO_SHIM(rx, fd, flags, rdma_recv(c_, t_, &v, 1, flags), REAL_CALL(recv, fd, buf, n, flags));
+}
+
+RSOCK_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	if (shim_fast(fd))
+		return rsock_real.recv(fd, buf, n, flags);
+	return recv_slow(fd, buf, n, flags);
+}
+
+/* recvfrom/recvmsg on a connected TCP socket report no address. */
+static ssize_t rdma_recvfrom(struct conn *c, struct tp *t, void *buf, size_t n, int flags,
+			     socklen_t *alen)
+{
+	struct iovec v = {buf, n};
+	ssize_t r = rdma_recv(c, t, &v, 1, flags);
+
+	if (r >= 0 && alen)
+		*alen = 0;
+	return r;
+}
+
+static RSOCK_COLD ssize_t recvfrom_slow(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
+					socklen_t *alen)
+{
+	IO_SHIM(rx, fd, flags, rdma_recvfrom(c_, t_, buf, n, flags, SA(addr) ? alen : NULL),
+		REAL_CALL(recvfrom, fd, buf, n, flags, addr, alen));
+}
+
+RSOCK_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
+			      socklen_t *alen)
+{
+	if (shim_fast(fd))
+		return rsock_real.recvfrom(fd, buf, n, flags, addr, alen);
+	return recvfrom_slow(fd, buf, n, flags, addr, alen);
+}
+
+static ssize_t rdma_recvmsg(struct conn *c, struct tp *t, struct msghdr *msg, int flags)
+{
+	ssize_t r = rdma_recv(c, t, msg->msg_iov, (int)msg->msg_iovlen, flags);
+
+	if (r >= 0) {
+		msg->msg_namelen = 0;
+		msg->msg_controllen = 0;
+		msg->msg_flags = 0;
+	}
+	return r;
+}
+
+static RSOCK_COLD ssize_t recvmsg_slow(int fd, struct msghdr *msg, int flags)
+{
+	IO_SHIM(rx, fd, flags, rdma_recvmsg(c_, t_, msg, flags), REAL_CALL(recvmsg, fd, msg, flags));
+}
+
+RSOCK_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	if (shim_fast(fd))
+		return rsock_real.recvmsg(fd, msg, flags);
+	return recvmsg_slow(fd, msg, flags);
+}
+
+/* Bytes moved by the first r messages of an mmsg vector. */
+static long long mmsg_bytes(const struct mmsghdr *v, int r)
+{
+	long long sum = 0;
+
+	for (int i = 0; i < r; i++)
+		sum += v[i].msg_len;
+	return sum;
+}
+
+/* sendmmsg/recvmmsg over RDMA: one message after the other, stopping at the
+ * first that would block or fails, like the kernel. */
+static int rdma_mmsg(struct conn *c, struct tp *t, int fd, struct mmsghdr *vec, unsigned vlen,
+		     int flags, int tx)
+{
+	unsigned i;
+	ssize_t r = 0;
+
+	for (i = 0; i < vlen; i++) {
+		if (tx)
+			r = rdma_send(c, t, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
+				      flags);
+		else
+			r = rdma_recvmsg(c, t, &vec[i].msg_hdr, flags);
+		if (r < 0)
+			break;
+		vec[i].msg_len = (unsigned)r;
+		if (!tx && r == 0)
+			break;
+		if (!tx && (flags & MSG_WAITFORONE))
+			flags |= MSG_DONTWAIT;
+	}
+	return i ? (int)i : (int)r;
+}
+
+static RSOCK_COLD int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	struct conn *c;
+	struct tp *t;
+	ssize_t r;
+
+	t = io_begin(fd, &c, &r);
+	if (t) {
+		r = shim_ret(rdma_mmsg(c, t, fd, vec, vlen, flags, 1));
+	} else if (r) {
+		r = shim_ret(r);
+	} else {
+		r = REAL_CALL(sendmmsg, fd, vec, vlen, flags);
+		if (c)
+			conn_account_tx(c, mmsg_bytes(vec, (int)r));
+	}
+	conn_unref(c);
+	return (int)r;
+}
+
+RSOCK_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+{
+	if (shim_fast(fd))
+		return rsock_real.sendmmsg(fd, vec, vlen, flags);
+	return sendmmsg_slow(fd, vec, vlen, flags);
+}
+
+static RSOCK_COLD int recvmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+				    struct timespec *tmo)
+{
+	struct conn *c;
+	struct tp *t;
+	ssize_t r;
+
+	t = io_begin(fd, &c, &r);
+	if (t) {
+		r = shim_ret(rdma_mmsg(c, t, fd, vec, vlen, flags, 0));
+	} else if (r) {
+		r = shim_ret(r);
+	} else {
+		r = REAL_CALL(recvmmsg, fd, vec, vlen, flags, tmo);
+		if (c)
+			conn_account_rx(c, mmsg_bytes(vec, (int)r));
+	}
+	conn_unref(c);
+	return (int)r;
+}
+
+RSOCK_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+			  struct timespec *tmo)
+{
+	if (shim_fast(fd))
+		return rsock_real.recvmmsg(fd, vec, vlen, flags, tmo);
+	return recvmmsg_slow(fd, vec, vlen, flags, tmo);
+}
+
+/* sendfile to an RDMA stream: read a block from the file, send it. Returns
+ * what was sent; the file offset (or *off) advances by exactly that. */
+static ssize_t rdma_sendfile(struct conn *c, struct tp *t, int out_fd, int in_fd, off64_t *off,
+			     size_t n)
+{
+	char buf[64 * 1024];
+	size_t chunk = n < sizeof(buf) ? n : sizeof(buf);
+	ssize_t got, sent;
+	struct iovec v;
+
+	got = off ? pread64(in_fd, buf, chunk, *off) : rsock_real.read(in_fd, buf, chunk);
+	if (got <= 0)
+		return got < 0 ? -errno : 0;
+	v.iov_base = buf;
+	v.iov_len = (size_t)got;
+	sent = rdma_send(c, t, out_fd, &v, 1, 0);
+	if (sent < 0)
+		return sent;
+	if (off)
+		*off += sent;
+	else if (sent < got)
+		lseek64(in_fd, (off64_t)(sent - got), SEEK_CUR);
+	return sent;
+}
+
+static RSOCK_COLD ssize_t sendfile_slow(int out_fd, int in_fd, off_t *off, size_t n)
+{
+	off64_t o = off ? *off : 0;
+	ssize_t r;
+	struct conn *c;
+	struct tp *t = io_begin(out_fd, &c, &r);
+
+	if (t) {
+		r = shim_ret(rdma_sendfile(c, t, out_fd, in_fd, off ? &o : NULL, n));
+		if (off)
+			*off = (off_t)o;
+	} else if (r) {
+		r = shim_ret(r);
+	} else {
+		r = REAL_CALL(sendfile, out_fd, in_fd, off, n);
+		if (c)
+			conn_account_tx(c, r);
+	}
+	conn_unref(c);
+	return r;
+}
+
+RSOCK_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *off, size_t n)
+{
+	if (shim_fast(out_fd))
+		return rsock_real.sendfile(out_fd, in_fd, off, n);
+	return sendfile_slow(out_fd, in_fd, off, n);
+}
+
+RSOCK_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *off, size_t n)
+{
+	if (shim_fast(out_fd) && rsock_real.sendfile64)
+		return rsock_real.sendfile64(out_fd, in_fd, off, n);
+	/* off64_t and off_t are the same type on the LP64 ABIs. */
+	return sendfile_slow(out_fd, in_fd, (off_t *)off, n);
+}
+
+/* FORTIFY variants: same checks as glibc's, then the plain wrapper. */
+RSOCK_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (shim_fast(fd) && rsock_real.__read_chk)
+		return rsock_real.__read_chk(fd, buf, n, buflen);
+	if (n > buflen)
+		__chk_fail();
+	return read(fd, buf, n);
+}
+
+RSOCK_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (shim_fast(fd) && rsock_real.__recv_chk)
+		return rsock_real.__recv_chk(fd, buf, n, buflen, flags);
+	if (n > buflen)
+		__chk_fail();
+	return recv(fd, buf, n, flags);
+}
+
+RSOCK_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+				    __SOCKADDR_ARG addr, socklen_t *alen)
+{
+	if (shim_fast(fd) && rsock_real.__recvfrom_chk)
+		return rsock_real.__recvfrom_chk(fd, buf, n, buflen, flags, addr, alen);
+	if (n > buflen)
+		__chk_fail();
+	return recvfrom(fd, buf, n, flags, addr, alen);
+}

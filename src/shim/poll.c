@@ -1,0 +1,87 @@
+/* shim/poll.c - poll, ppoll, select, pselect and their FORTIFY variants.
+ * Streams carried by kernel TCP are ready exactly when the kernel says so;
+ * the RDMA readiness path plugs in where event_any_rdma_*() is true. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include "shim.h"
+
+#include "../event.h"
+
+/* True when no descriptor of the set is tracked: the kernel alone decides. */
+static inline int poll_fast(const struct pollfd *fds, nfds_t n)
+{
+	if (RSOCK_UNLIKELY(!rsock_ready()))
+		return 0;
+	for (nfds_t i = 0; i < n; i++)
+		if (fdtab_maybe_tracked(fds[i].fd))
+			return 0;
+	return 1;
+}
+
+RSOCK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	struct timespec ts = {timeout / 1000, (timeout % 1000) * 1000000L};
+
+	if (poll_fast(fds, n))
+		return rsock_real.poll(fds, n, timeout);
+	if (shim_active() && event_any_rdma_pollfd(fds, n))
+		return (int)shim_ret(event_poll(fds, n, timeout < 0 ? NULL : &ts, NULL));
+	return REAL_CALL(poll, fds, n, timeout);
+}
+
+RSOCK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
+		       const sigset_t *mask)
+{
+	if (poll_fast(fds, n))
+		return rsock_real.ppoll(fds, n, tmo, mask);
+	if (shim_active() && event_any_rdma_pollfd(fds, n))
+		return (int)shim_ret(event_poll(fds, n, tmo, mask));
+	return REAL_CALL(ppoll, fds, n, tmo, mask);
+}
+
+RSOCK_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
+{
+	if (shim_active() && event_any_rdma_fdset(nfds, r, w, e)) {
+		struct timespec ts;
+		int rc;
+		if (tmo) {
+			ts.tv_sec = tmo->tv_sec;
+			ts.tv_nsec = tmo->tv_usec * 1000L;
+		}
+		rc = event_select(nfds, r, w, e, tmo ? &ts : NULL, NULL);
+		if (tmo) {
+			tmo->tv_sec = ts.tv_sec;
+			tmo->tv_usec = ts.tv_nsec / 1000;
+		}
+		return (int)shim_ret(rc);
+	}
+	return REAL_CALL(select, nfds, r, w, e, tmo);
+}
+
+RSOCK_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
+			 const sigset_t *mask)
+{
+	if (shim_active() && event_any_rdma_fdset(nfds, r, w, e)) {
+		struct timespec ts;
+		if (tmo)
+			ts = *tmo; /* pselect does not report the time left */
+		return (int)shim_ret(event_select(nfds, r, w, e, tmo ? &ts : NULL, mask));
+	}
+	return REAL_CALL(pselect, nfds, r, w, e, tmo, mask);
+}
+
+RSOCK_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return poll(fds, n, timeout);
+}
+
+RSOCK_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
+			     const sigset_t *mask, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return ppoll(fds, n, tmo, mask);
+}

@@ -1,0 +1,95 @@
+/* shim.h - what every exported wrapper uses.
+ *
+ * The shape of a wrapper:
+ *
+ *   ret name(int fd, ...)
+ *   {
+ *           if (shim_fast(fd))                  // ready, fd not tracked
+ *                   return rsock_real.name(fd, ...);
+ *           return name_slow(fd, ...);           // cold path
+ *   }
+ *
+ * The slow path calls shim_conn(fd): it finishes initialisation if needed and
+ * returns the fd's conn with a reference, or NULL when the call must go to
+ * libc unchanged (untracked fd, the library's own call, broken init). Internal
+ * code returns -errno; shim_ret() is the one place that sets errno. */
+#ifndef RSOCK_SHIM_H
+#define RSOCK_SHIM_H
+
+#include <errno.h>
+
+#include "../compiler.h"
+#include "../conn.h"
+#include "../fdtab.h"
+#include "../init.h"
+#include "../real.h"
+
+static inline int shim_fast(int fd)
+{
+	return RSOCK_LIKELY(rsock_ready()) && RSOCK_LIKELY(!fdtab_maybe_tracked(fd));
+}
+
+/* Finish or wait for initialisation. Returns 1 when the library may act
+ * (ready and not inside its own call), 0 for plain passthrough. */
+static inline int shim_active(void)
+{
+	if (RSOCK_UNLIKELY(!rsock_ready()) && rsock_init() != INIT_READY)
+		return 0;
+	return !rsock_in_lib;
+}
+
+static inline struct conn *shim_conn(int fd)
+{
+	return shim_active() ? fdtab_get(fd) : NULL;
+}
+
+/* The one errno helper: r < 0 is -errno. */
+static inline long shim_ret(long r)
+{
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+/* -errno of a libc-style result (r == -1 with errno set). */
+static inline long shim_neg(long r)
+{
+	return r < 0 ? -errno : r;
+}
+
+/* Call the real function, or fail with ENOSYS when libc did not give us one. */
+#define REAL_CALL(name, ...) \
+	(RSOCK_LIKELY(rsock_real.name != NULL) ? rsock_real.name(__VA_ARGS__) : (errno = ENOSYS, -1))
+
+/* Body of a wrapper that hands an fd call to libc unchanged (the fd table is
+ * consulted on the slow path only). */
+#define SHIM_PASS_FD(name, fd, ...)                                  \
+	do {                                                         \
+		if (shim_fast(fd))                                   \
+			return rsock_real.name(__VA_ARGS__);         \
+		shim_active();                                       \
+		return REAL_CALL(name, __VA_ARGS__);                 \
+	} while (0)
+
+/* glibc's FORTIFY entry points, declared by no public header we compile with. */
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, __SOCKADDR_ARG addr,
+		       socklen_t *alen);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask,
+		size_t fdslen);
+extern void __chk_fail(void) __attribute__((noreturn));
+
+/* Start tracking a new descriptor of an eligible socket. Returns its conn with
+ * a reference for the caller, or NULL: an fd that cannot be tracked simply
+ * stays on kernel TCP. */
+struct conn *shim_track_new(int fd, int domain, enum conn_role role, enum conn_path path,
+			    int nonblock);
+
+/* The application closed or replaced fd: forget it. */
+void shim_forget(int fd);
+
+#endif

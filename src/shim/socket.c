@@ -1,0 +1,277 @@
+/* shim/socket.c - socket creation, naming, connection set-up and options. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include "shim.h"
+
+
+#include "../cm.h"
+#include "../config.h"
+#include "../log.h"
+#include "../stats.h"
+#include "../transport.h"
+
+struct conn *shim_track_new(int fd, int domain, enum conn_role role, enum conn_path path,
+			    int nonblock)
+{
+	struct conn *c = conn_new(domain);
+	int rc = c ? fdtab_insert(fd, c) : -ENOMEM;
+
+	if (c) {
+		atomic_store(&c->role, role);
+		atomic_store(&c->path, path);
+		atomic_store(&c->nonblock, nonblock);
+	}
+	if (rc) {
+		log_warn_rl("fd %d cannot be tracked (errno %d): it stays on kernel TCP", fd, -rc);
+		stats_fallback(RSOCK_FB_RESOURCES);
+		conn_unref(c);
+		return NULL;
+	}
+	return c; /* the caller drops this reference */
+}
+
+RSOCK_EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd;
+
+	if (!shim_active())
+		return REAL_CALL(socket, domain, type, protocol);
+	fd = rsock_real.socket(domain, type, protocol);
+	if (fd >= 0 && conn_eligible(domain, type, protocol))
+		conn_unref(shim_track_new(fd, domain, CONN_ROLE_NONE, CONN_PATH_UNDECIDED,
+					  !!(type & SOCK_NONBLOCK)));
+	return fd;
+}
+
+RSOCK_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+	/* AF_UNIX only in practice: nothing to carry over RDMA. */
+	shim_active();
+	return REAL_CALL(socketpair, domain, type, protocol, sv);
+}
+
+RSOCK_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	SHIM_PASS_FD(bind, fd, fd, addr, len);
+}
+
+/* Apply the operator rules to a stream and count the decision. Until the RDMA
+ * transport is built every stream is carried by kernel TCP. */
+static void decide_path(struct conn *c, enum rules_role role, const struct sockaddr *sa,
+			socklen_t len)
+{
+	enum rules_transport t = config_decide(&rsock_config, role, sa, len);
+
+	atomic_store(&c->rules, t);
+	log_debug("%s stream: rules say %s", role == RULES_ROLE_CLIENT ? "client" : "server",
+		  t == RULES_TCP ? "tcp" : "rdma");
+}
+
+RSOCK_EXPORT int listen(int fd, int backlog)
+{
+	struct conn *c = shim_conn(fd);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int r;
+
+	r = REAL_CALL(listen, fd, backlog);
+	if (c && r == 0 && atomic_load(&c->role) != CONN_ROLE_LISTENER) {
+		int saved = errno;
+		atomic_store(&c->role, CONN_ROLE_LISTENER);
+		if (rsock_real.getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
+			decide_path(c, RULES_ROLE_SERVER, (struct sockaddr *)&ss, len);
+			if (atomic_load(&c->rules) == RULES_RDMA) {
+				cm_listen(c, (struct sockaddr *)&ss, len);
+				c->beacon = 1;
+			}
+		}
+		errno = saved;
+	}
+	conn_unref(c);
+	return r;
+}
+
+static int accept_common(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags, int is4)
+{
+	struct conn *c = shim_conn(fd);
+	int nfd;
+
+again:
+	nfd = is4 ? REAL_CALL(accept4, fd, addr, len, flags) : REAL_CALL(accept, fd, addr, len);
+	if (c && nfd >= 0) {
+		int saved = errno, why = RSOCK_FB_RULES;
+		struct tp *t = NULL;
+		struct conn *n;
+		if (atomic_load(&c->rules) == RULES_RDMA)
+			why = cm_server_accept(c, nfd, &t);
+		if (why && rsock_config.mode == RSOCK_MODE_RDMA) {
+			/* No silent fallback: refuse this stream with a reset. */
+			struct linger lg = {.l_onoff = 1, .l_linger = 0};
+			log_warn_rl("RSOCK_MODE=rdma: accepted stream refused (fallback reason %d)", why);
+			rsock_real.setsockopt(nfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+			rsock_real.close(nfd);
+			stats_fallback((enum rsock_fallback_reason)why);
+			if (!atomic_load(&c->nonblock))
+				goto again;
+			errno = ECONNABORTED;
+			conn_unref(c);
+			return -1;
+		}
+		n = shim_track_new(nfd, c->domain, CONN_ROLE_ACCEPTED,
+				   t ? CONN_PATH_RDMA : CONN_PATH_TCP,
+				   is4 && (flags & SOCK_NONBLOCK));
+		if (n && t) {
+			n->tp = t;
+			atomic_store(&n->path, CONN_PATH_RDMA);
+		} else if (t) {
+			tp_close(t, 1);
+			t = NULL;
+			why = RSOCK_FB_RESOURCES;
+		}
+		conn_unref(n);
+		stats_stream(t != NULL);
+		if (!t)
+			stats_fallback((enum rsock_fallback_reason)why);
+		errno = saved;
+	}
+	conn_unref(c);
+	return nfd;
+}
+
+RSOCK_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	return accept_common(fd, addr, len, 0, 0);
+}
+
+RSOCK_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
+{
+	return accept_common(fd, addr, len, flags, 1);
+}
+
+/* Settle a connected client stream: RDMA when the handshake succeeds, TCP
+ * otherwise. Caller holds a reference on c. */
+static void client_settle(struct conn *c, struct cm_client *st, int fd)
+{
+	struct tp *t = NULL;
+	int stale = 0, why = cm_client_finish(st, fd, &t, &stale);
+
+	pthread_mutex_lock(&c->lock);
+	if (why == 0) {
+		c->tp = t;
+		atomic_store(&c->path, CONN_PATH_RDMA);
+	} else {
+		c->stale_ack = stale;
+		atomic_store(&c->path, CONN_PATH_TCP);
+		stats_fallback((enum rsock_fallback_reason)why);
+	}
+	pthread_mutex_unlock(&c->lock);
+	stats_stream(why == 0);
+}
+
+static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	enum rsock_fallback_reason why = RSOCK_FB_RULES;
+	struct cm_client *st = NULL;
+	int r, saved, rdma_only = rsock_config.mode == RSOCK_MODE_RDMA;
+
+	if (atomic_load(&c->role) != CONN_ROLE_NONE || !SA(addr) || len < sizeof(sa_family_t) ||
+	    SA(addr)->sa_family == AF_UNSPEC)
+		return REAL_CALL(connect, fd, addr, len);
+	decide_path(c, RULES_ROLE_CLIENT, SA(addr), len);
+	if (atomic_load(&c->rules) == RULES_RDMA && cm_client_begin(fd, SA(addr), len, &st, &why) < 0)
+		st = NULL;
+	if (!st && rdma_only) {
+		log_warn_rl("RSOCK_MODE=rdma: no RDMA path to the peer (fallback reason %d)", why);
+		stats_fallback(why);
+		errno = ECONNREFUSED;
+		return -1;
+	}
+	r = REAL_CALL(connect, fd, addr, len);
+	saved = errno;
+	if (r != 0 && saved != EINPROGRESS) {
+		cm_client_abandon(st);
+		errno = saved;
+		return r;
+	}
+	atomic_store(&c->role, CONN_ROLE_CLIENT);
+	if (!st) {
+		atomic_store(&c->path, CONN_PATH_TCP);
+		stats_stream(0);
+		stats_fallback(why);
+	} else if (r == 0) {
+		client_settle(c, st, fd);
+		if (rdma_only && atomic_load(&c->path) != CONN_PATH_RDMA) {
+			rsock_real.shutdown(fd, SHUT_RDWR);
+			saved = ECONNREFUSED;
+			r = -1;
+		}
+	} else {
+		c->pending = st; /* the hello waits for the connection */
+	}
+	errno = saved;
+	return r;
+}
+
+RSOCK_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	struct conn *c = shim_conn(fd);
+	int r;
+
+	if (!c)
+		return REAL_CALL(connect, fd, addr, len);
+	r = connect_tracked(c, fd, addr, len);
+	conn_unref(c);
+	return r;
+}
+
+static RSOCK_COLD int shutdown_slow(int fd, int how)
+{
+	struct conn *c = shim_conn(fd);
+	int r;
+
+	if (!c || atomic_load(&c->path) != CONN_PATH_RDMA) {
+		conn_unref(c);
+		return REAL_CALL(shutdown, fd, how);
+	}
+	/* The kernel validates fd and how; the TCP control connection itself is
+	 * left open (its end tells the peer the stream is gone). */
+	if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+		conn_unref(c);
+		return (int)shim_ret(-EINVAL);
+	}
+	r = 0;
+	if (how != SHUT_WR)
+		c->rd_shut = 1;
+	if (how != SHUT_RD)
+		r = tp_shutdown_wr(c->tp);
+	conn_unref(c);
+	return (int)shim_ret(r);
+}
+
+RSOCK_EXPORT int shutdown(int fd, int how)
+{
+	if (shim_fast(fd))
+		return rsock_real.shutdown(fd, how);
+	return shutdown_slow(fd, how);
+}
+
+RSOCK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	SHIM_PASS_FD(getsockopt, fd, fd, level, name, val, len);
+}
+
+RSOCK_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	SHIM_PASS_FD(setsockopt, fd, fd, level, name, val, len);
+}
+
+RSOCK_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	SHIM_PASS_FD(getsockname, fd, fd, addr, len);
+}
+
+RSOCK_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *len)
+{
+	SHIM_PASS_FD(getpeername, fd, fd, addr, len);
+}

@@ -1,0 +1,77 @@
+/* stats.c - see stats.h. Relaxed atomics: counters, not synchronisation. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <stdatomic.h>
+#include <string.h>
+
+#include "fdtab.h"
+#include "log.h"
+#include "stats.h"
+
+static struct {
+	_Atomic uint64_t streams[2];
+	_Atomic uint64_t bytes[2][2]; /* [rdma][tx] */
+	_Atomic uint64_t fallbacks[RSOCK_FB_MAX];
+	_Atomic int64_t registered;
+} st_;
+
+void stats_add_bytes(int rdma, int tx, uint64_t n)
+{
+	atomic_fetch_add_explicit(&st_.bytes[!!rdma][!!tx], n, memory_order_relaxed);
+}
+
+void stats_stream(int rdma)
+{
+	atomic_fetch_add_explicit(&st_.streams[!!rdma], 1, memory_order_relaxed);
+}
+
+void stats_fallback(enum rsock_fallback_reason why)
+{
+	if ((unsigned)why < RSOCK_FB_MAX)
+		atomic_fetch_add_explicit(&st_.fallbacks[why], 1, memory_order_relaxed);
+}
+
+void stats_registered(int64_t delta)
+{
+	atomic_fetch_add_explicit(&st_.registered, delta, memory_order_relaxed);
+}
+
+void stats_snapshot(struct rsock_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->size = sizeof(*st);
+	st->version = 1;
+	st->streams_tcp = atomic_load_explicit(&st_.streams[0], memory_order_relaxed);
+	st->streams_rdma = atomic_load_explicit(&st_.streams[1], memory_order_relaxed);
+	st->tx_bytes_tcp = atomic_load_explicit(&st_.bytes[0][1], memory_order_relaxed);
+	st->rx_bytes_tcp = atomic_load_explicit(&st_.bytes[0][0], memory_order_relaxed);
+	st->tx_bytes_rdma = atomic_load_explicit(&st_.bytes[1][1], memory_order_relaxed);
+	st->rx_bytes_rdma = atomic_load_explicit(&st_.bytes[1][0], memory_order_relaxed);
+	for (int i = 0; i < RSOCK_FB_MAX; i++)
+		st->fallbacks[i] = atomic_load_explicit(&st_.fallbacks[i], memory_order_relaxed);
+	int64_t reg = atomic_load_explicit(&st_.registered, memory_order_relaxed);
+	st->registered_bytes = reg > 0 ? (uint64_t)reg : 0;
+	st->tracked_fds = fdtab_count();
+}
+
+void stats_print(void)
+{
+	struct rsock_stats s;
+
+	stats_snapshot(&s);
+	log_emit(LOG_INFO,
+		 "stats: streams tcp=%llu rdma=%llu bytes tcp tx=%llu rx=%llu rdma tx=%llu rx=%llu "
+		 "fallbacks rules=%llu no_device=%llu peer=%llu resources=%llu protocol=%llu "
+		 "not_implemented=%llu registered=%llu",
+		 (unsigned long long)s.streams_tcp, (unsigned long long)s.streams_rdma,
+		 (unsigned long long)s.tx_bytes_tcp, (unsigned long long)s.rx_bytes_tcp,
+		 (unsigned long long)s.tx_bytes_rdma, (unsigned long long)s.rx_bytes_rdma,
+		 (unsigned long long)s.fallbacks[RSOCK_FB_RULES],
+		 (unsigned long long)s.fallbacks[RSOCK_FB_NO_DEVICE],
+		 (unsigned long long)s.fallbacks[RSOCK_FB_PEER],
+		 (unsigned long long)s.fallbacks[RSOCK_FB_RESOURCES],
+		 (unsigned long long)s.fallbacks[RSOCK_FB_PROTOCOL],
+		 (unsigned long long)s.fallbacks[RSOCK_FB_NOT_IMPLEMENTED],
+		 (unsigned long long)s.registered_bytes);
+}

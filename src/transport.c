@@ -1,0 +1,637 @@
+/* transport.c - see transport.h and doc/design.md section 9. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "real.h"
+#include "stats.h"
+#include "transport.h"
+
+#define TP_CTL_RESERVE 2 /* send-queue slots kept for credits and FIN */
+
+int tp_new(struct ibv_pd *pd, uint32_t ring_size, int tcp_fd, struct tp **out)
+{
+	struct tp *t = calloc(1, sizeof(*t));
+	int rc = -ENOMEM;
+
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	t->pd = pd;
+	t->owner = getpid();
+	/* Our own reference to the kernel socket: the application may close
+	 * any of its descriptors, the control connection stays ours. */
+	t->tcp_fd = rsock_real.fcntl(tcp_fd, F_DUPFD_CLOEXEC, 512);
+	if (t->tcp_fd < 0)
+		t->tcp_fd = rsock_real.fcntl(tcp_fd, F_DUPFD_CLOEXEC, 0);
+	if (t->tcp_fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	t->mem_len = 2 * (size_t)ring_size;
+	if (posix_memalign(&t->mem, 4096, t->mem_len)) {
+		t->mem = NULL;
+		goto fail;
+	}
+	memset(t->mem, 0, t->mem_len);
+	if (ring_init(&t->rx, t->mem, ring_size) ||
+	    ring_init(&t->tx, (uint8_t *)t->mem + ring_size, ring_size)) {
+		rc = -EINVAL;
+		goto fail;
+	}
+	/* Remote access on the receive ring only: the peer can write nothing else. */
+	t->rx_mr = ibv_reg_mr(pd, t->rx.buf, ring_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	if (!t->rx_mr) {
+		rc = errno ? -errno : -ENOMEM;
+		goto fail;
+	}
+	t->tx_mr = ibv_reg_mr(pd, t->tx.buf, ring_size, 0);
+	if (!t->tx_mr) {
+		rc = errno ? -errno : -ENOMEM;
+		goto fail;
+	}
+	stats_registered((int64_t)t->mem_len);
+	*out = t;
+	return 0;
+fail:
+	if (t->rx_mr)
+		ibv_dereg_mr(t->rx_mr);
+	if (t->tcp_fd >= 0)
+		rsock_real.close(t->tcp_fd);
+	free(t->mem);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+	return rc;
+}
+
+int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint32_t max_inline)
+{
+	if (ring_remote_init(&t->peer, size))
+		return -EPROTO;
+	t->peer_addr = addr;
+	t->peer_rkey = rkey;
+	(void)max_inline; /* the inline limit that matters is our own QP's */
+	return 0;
+}
+
+static int post_recv(struct tp *t)
+{
+	struct ibv_recv_wr wr = {.wr_id = 0, .sg_list = NULL, .num_sge = 0}, *bad;
+
+	return -ibv_post_recv(t->qp, &wr, &bad);
+}
+
+int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
+{
+	struct ibv_qp_init_attr attr;
+	static const uint32_t inline_try[] = {256, 128, 64, 0};
+	int rc = -ENOMEM;
+
+	t->cc = ibv_create_comp_channel(id->verbs);
+	if (!t->cc)
+		return errno ? -errno : -ENOMEM;
+	fcntl(t->cc->fd, F_SETFL, fcntl(t->cc->fd, F_GETFL) | O_NONBLOCK);
+	t->cq = ibv_create_cq(id->verbs, TP_SQ_DEPTH + TP_RQ_DEPTH, t, t->cc, 0);
+	if (!t->cq)
+		return errno ? -errno : -ENOMEM;
+	for (size_t i = 0; i < RSOCK_ARRAY_SIZE(inline_try); i++) {
+		memset(&attr, 0, sizeof(attr));
+		attr.qp_type = IBV_QPT_RC;
+		attr.send_cq = attr.recv_cq = t->cq;
+		attr.cap.max_send_wr = TP_SQ_DEPTH;
+		attr.cap.max_recv_wr = TP_RQ_DEPTH;
+		attr.cap.max_send_sge = 1;
+		attr.cap.max_recv_sge = 1;
+		attr.cap.max_inline_data = inline_try[i];
+		if (rdma_create_qp(id, t->pd, &attr) == 0) {
+			rc = 0;
+			break;
+		}
+		rc = errno ? -errno : -ENOMEM;
+	}
+	if (rc)
+		return rc;
+	t->id = id;
+	t->qp = id->qp;
+	t->max_inline = attr.cap.max_inline_data;
+	for (int i = 0; i < TP_RQ_DEPTH; i++)
+		if ((rc = post_recv(t)))
+			return rc;
+	return 0;
+}
+
+void tp_conn_param(struct rdma_conn_param *p, const void *priv, uint8_t priv_len)
+{
+	memset(p, 0, sizeof(*p));
+	p->private_data = priv;
+	p->private_data_len = priv_len;
+	p->responder_resources = 0; /* no RDMA READ in this protocol */
+	p->initiator_depth = 0;
+	p->retry_count = 7;
+	p->rnr_retry_count = 7; /* never the flow control: credits are (section 9) */
+}
+
+/* Post one RDMA WRITE WITH IMMEDIATE. sge may be NULL (zero bytes). */
+static int post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32_t imm,
+		      int inl)
+{
+	struct ibv_send_wr wr, *bad;
+	int signal = ++t->sq_posted >= TP_SIGNAL_EVERY || !sge ||
+		     ring_free(&t->tx) < t->tx.size / 2;
+	int rc;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htonl(imm);
+	wr.sg_list = sge;
+	wr.num_sge = sge ? 1 : 0;
+	wr.wr.rdma.remote_addr = t->peer_addr + remote_off;
+	wr.wr.rdma.rkey = t->peer_rkey;
+	if (signal)
+		wr.send_flags |= IBV_SEND_SIGNALED;
+	if (inl)
+		wr.send_flags |= IBV_SEND_INLINE;
+	rc = ibv_post_send(t->qp, &wr, &bad);
+	if (rc)
+		return -rc;
+	t->sq_busy++;
+	t->sq_seq++;
+	if (signal) {
+		unsigned slot = (t->sig_head + t->sig_count) % TP_SQ_DEPTH;
+		t->sig[slot].seq = t->sq_seq;
+		t->sig[slot].tx_tail = t->tx.tail;
+		t->sig_count++;
+		t->sq_posted = 0;
+	}
+	return 0;
+}
+
+static void handle_recv(struct tp *t, uint32_t imm)
+{
+	enum proto_imm_type type;
+	uint32_t v;
+
+	if (proto_imm_decode(imm, &type, &v)) {
+		t->err = -EPROTO;
+		return;
+	}
+	switch (type) {
+	case PROTO_IMM_DATA:
+		if (ring_produce(&t->rx, v))
+			t->err = -EPROTO;
+		t->rx_msgs_unacked++;
+		break;
+	case PROTO_IMM_CREDIT:
+		if (ring_remote_ack(&t->peer, v)) {
+			t->err = -EPROTO;
+			break;
+		}
+		while (t->msg_count && t->msg_end[t->msg_head] <= t->peer.acked) {
+			t->msg_head = (t->msg_head + 1) % RSOCK_ARRAY_SIZE(t->msg_end);
+			t->msg_count--;
+		}
+		break;
+	case PROTO_IMM_FIN:
+		t->eof = 1;
+		break;
+	case PROTO_IMM_RESET:
+		t->err = -ECONNRESET;
+		break;
+	}
+}
+
+/* Process every completion available. Caller holds t->lock. */
+static void progress(struct tp *t)
+{
+	struct ibv_wc wc[16];
+	int n;
+
+	if (!t->cq)
+		return;
+	while ((n = ibv_poll_cq(t->cq, (int)RSOCK_ARRAY_SIZE(wc), wc)) > 0) {
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				if (!t->err)
+					t->err = t->eof || t->peer_gone ? -EPIPE : -ECONNRESET;
+				log_debug("completion error %s", ibv_wc_status_str(wc[i].status));
+				continue;
+			}
+			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+				handle_recv(t, ntohl(wc[i].imm_data));
+				if (post_recv(t) && !t->err)
+					t->err = -EIO;
+			} else if (wc[i].opcode == IBV_WC_RDMA_WRITE && t->sig_count) {
+				/* Signalled WRs complete in order, and every WR
+				 * posted before one is complete when it is. */
+				t->sq_busy = (unsigned)(t->sq_seq - t->sig[t->sig_head].seq);
+				t->tx.head = t->sig[t->sig_head].tx_tail;
+				t->sig_head = (t->sig_head + 1) % TP_SQ_DEPTH;
+				t->sig_count--;
+			}
+		}
+	}
+	if (n < 0 && !t->err)
+		t->err = -EIO;
+}
+
+/* Whether the control connection says the peer is gone. Caller holds the lock. */
+static void check_control(struct tp *t)
+{
+	char b[64];
+	ssize_t r = rsock_real.recv(t->tcp_fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+
+	if (r == 0) {
+		t->peer_gone = 1;
+	} else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+		if (!t->err)
+			t->err = -errno;
+		t->peer_gone = 1;
+	} else if (r > 0) {
+		/* Nothing but FIN/RST is expected on the control connection of an
+		 * RDMA stream; discard stray bytes so they cannot spin us. */
+		log_warn_rl("fd %d: %zd unexpected bytes on the control connection", t->tcp_fd, r);
+		rsock_real.recv(t->tcp_fd, b, (size_t)r, MSG_DONTWAIT);
+	}
+}
+
+/* Sleep until a completion or a control-connection event, lock released
+ * meanwhile. Caller holds t->lock; returns with it held. */
+static void wait_event(struct tp *t)
+{
+	struct pollfd p[2];
+
+	if (ibv_req_notify_cq(t->cq, 0)) {
+		t->err = -EIO;
+		return;
+	}
+	p[0].fd = t->cc->fd;
+	p[0].events = POLLIN;
+	p[1].fd = t->tcp_fd;
+	p[1].events = POLLIN | POLLRDHUP;
+	pthread_mutex_unlock(&t->lock);
+	rsock_real.poll(p, 2, 1000);
+	pthread_mutex_lock(&t->lock);
+	tp_wait_done(t);
+	if (p[1].revents)
+		check_control(t);
+}
+
+void tp_wait_done(struct tp *t)
+{
+	struct ibv_cq *cq;
+	void *ctx;
+
+	if (ibv_get_cq_event(t->cc, &cq, &ctx) == 0)
+		ibv_ack_cq_events(cq, 1);
+}
+
+/* Return consumed bytes to the peer. Caller holds the lock. */
+static void send_credit(struct tp *t)
+{
+	if (!t->rx_unacked || t->err || t->sq_busy >= TP_SQ_DEPTH)
+		return;
+	if (post_write(t, NULL, 0, proto_imm_encode(PROTO_IMM_CREDIT, (uint32_t)t->rx_unacked), 0) == 0) {
+		t->rx_unacked = 0;
+		t->rx_msgs_unacked = 0;
+	}
+}
+
+static void maybe_credit(struct tp *t)
+{
+	if (t->rx_unacked >= t->rx.size / 4 || t->rx_msgs_unacked >= TP_MAX_DATA_MSGS / 2)
+		send_credit(t);
+}
+
+/* Copy len bytes starting at byte `skip` of iov into dst. */
+static void iov_gather(const struct iovec *iov, int iovcnt, size_t skip, void *dst, size_t len)
+{
+	uint8_t *d = dst;
+
+	for (int i = 0; i < iovcnt && len; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		size_t n = iov[i].iov_len - skip;
+		if (n > len)
+			n = len;
+		memcpy(d, (const uint8_t *)iov[i].iov_base + skip, n);
+		d += n;
+		len -= n;
+		skip = 0;
+	}
+}
+
+static size_t iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t s = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		s += iov[i].iov_len;
+	return s;
+}
+
+/* Bytes that may be sent now as one message. Caller holds the lock. */
+static uint32_t send_room(struct tp *t, size_t want)
+{
+	uint64_t room = ring_remote_space(&t->peer);
+	uint32_t mask = t->peer.size - 1;
+	uint32_t contig = t->peer.size - (uint32_t)(t->peer.tail & mask);
+
+	if (t->msg_count >= TP_MAX_DATA_MSGS || t->sq_busy + TP_CTL_RESERVE >= TP_SQ_DEPTH)
+		return 0;
+	if (room > contig)
+		room = contig;
+	if (room > TP_MAX_CHUNK)
+		room = TP_MAX_CHUNK;
+	if (room > want)
+		room = want;
+	if (room > t->max_inline) {
+		uint32_t tmask = t->tx.size - 1;
+		uint64_t tfree = ring_free(&t->tx);
+		uint32_t tcontig = t->tx.size - (uint32_t)(t->tx.tail & tmask);
+		if (tfree < tcontig)
+			tcontig = (uint32_t)tfree;
+		if (room > tcontig)
+			room = tcontig > t->max_inline ? tcontig : t->max_inline;
+	}
+	return (uint32_t)room;
+}
+
+ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+{
+	size_t want = iov_total(iov, iovcnt), done = 0;
+	ssize_t r = 0;
+
+	nonblock |= !!(flags & MSG_DONTWAIT);
+	pthread_mutex_lock(&t->lock);
+	if (t->fin_sent) {
+		r = -EPIPE;
+		goto out;
+	}
+	while (done < want) {
+		uint32_t n;
+		struct ring_span rs[2];
+
+		progress(t);
+		/* The peer closed its side: once its control connection is gone
+		 * too, the kernel socket answers (TCP's EPIPE/RST dance). */
+		if (t->eof && !t->peer_gone)
+			check_control(t);
+		if (t->peer_gone) {
+			r = -ESHUTDOWN; /* let the kernel socket answer */
+			break;
+		}
+		if (t->err) {
+			r = t->err == -EPIPE ? -ESHUTDOWN : t->err;
+			break;
+		}
+		n = send_room(t, want - done);
+		if (!n) {
+			if (nonblock)
+				break;
+			wait_event(t);
+			continue;
+		}
+		if (n <= t->max_inline) {
+			uint8_t buf[256];
+			struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = n, .lkey = 0};
+			iov_gather(iov, iovcnt, done, buf, n);
+			ring_remote_reserve(&t->peer, n, rs);
+			r = post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), 1);
+		} else {
+			uint8_t *dst = t->tx.buf + (t->tx.tail & (t->tx.size - 1));
+			struct ibv_sge sge = {.addr = (uintptr_t)dst, .length = n, .lkey = t->tx_mr->lkey};
+			iov_gather(iov, iovcnt, done, dst, n);
+			t->tx.tail += n; /* == ring_write without the copy: contiguous by send_room */
+			ring_remote_reserve(&t->peer, n, rs);
+			r = post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), 0);
+		}
+		if (r) {
+			t->err = (int)r;
+			break;
+		}
+		t->msg_end[(t->msg_head + t->msg_count) % RSOCK_ARRAY_SIZE(t->msg_end)] = t->peer.tail;
+		t->msg_count++;
+		done += n;
+	}
+out:
+	pthread_mutex_unlock(&t->lock);
+	if (done)
+		return (ssize_t)done;
+	if (r)
+		return r;
+	return want ? -EAGAIN : 0;
+}
+
+/* Copy from the receive ring into iov starting at byte `skip` of iov. */
+static size_t ring_to_iov(struct tp *t, const struct iovec *iov, int iovcnt, size_t skip, size_t max)
+{
+	struct iovec tmp[64];
+	int n = 0;
+
+	for (int i = 0; i < iovcnt && n < (int)RSOCK_ARRAY_SIZE(tmp); i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		tmp[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
+		tmp[n].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+		n++;
+	}
+	return ring_peek_iov(&t->rx, tmp, n, max);
+}
+
+ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+{
+	size_t want = iov_total(iov, iovcnt), done = 0;
+	ssize_t r = 0;
+
+	if (!want)
+		return 0;
+	nonblock |= !!(flags & MSG_DONTWAIT);
+	pthread_mutex_lock(&t->lock);
+	for (;;) {
+		progress(t);
+		if (ring_used(&t->rx)) {
+			size_t n = ring_to_iov(t, iov, iovcnt, done, want - done);
+			if (flags & MSG_PEEK) {
+				done += n;
+				break;
+			}
+			ring_consume(&t->rx, n);
+			t->rx_unacked += n;
+			done += n;
+			maybe_credit(t);
+			if (!(flags & MSG_WAITALL) || done == want)
+				break;
+			continue;
+		}
+		if (t->err && t->err != -EPIPE) {
+			r = t->err;
+			break;
+		}
+		if (t->eof || t->peer_gone || t->err)
+			break; /* end of stream */
+		send_credit(t);
+		if (nonblock) {
+			check_control(t);
+			if (t->peer_gone || t->err)
+				continue;
+			r = -EAGAIN;
+			break;
+		}
+		wait_event(t);
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (done)
+		return (ssize_t)done;
+	return r;
+}
+
+short tp_poll_events(struct tp *t)
+{
+	short ev = 0;
+
+	pthread_mutex_lock(&t->lock);
+	progress(t);
+	check_control(t);
+	if (ring_used(&t->rx) || t->eof || t->peer_gone || t->err)
+		ev |= POLLIN;
+	if (t->eof || t->peer_gone)
+		ev |= POLLRDHUP;
+	if (t->err && t->err != -EPIPE)
+		ev |= POLLERR | POLLHUP;
+	else if ((t->eof || t->peer_gone) && t->fin_sent)
+		ev |= POLLHUP;
+	if (t->fin_sent || t->peer_gone || t->err || send_room(t, 1))
+		ev |= POLLOUT;
+	pthread_mutex_unlock(&t->lock);
+	return ev;
+}
+
+int tp_wait_fd(struct tp *t)
+{
+	int fd;
+
+	pthread_mutex_lock(&t->lock);
+	fd = ibv_req_notify_cq(t->cq, 0) ? -1 : t->cc->fd;
+	pthread_mutex_unlock(&t->lock);
+	return fd;
+}
+
+int tp_readable_bytes(struct tp *t)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&t->lock);
+	progress(t);
+	n = ring_used(&t->rx);
+	pthread_mutex_unlock(&t->lock);
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+/* Post a control immediate (FIN/RESET), waiting for send-queue room. */
+static int post_ctl(struct tp *t, enum proto_imm_type type)
+{
+	for (int i = 0; i < 100 && t->sq_busy >= TP_SQ_DEPTH && !t->err; i++) {
+		progress(t);
+		if (t->sq_busy >= TP_SQ_DEPTH)
+			wait_event(t);
+	}
+	if (t->err)
+		return t->err;
+	return post_write(t, NULL, 0, proto_imm_encode(type, 0), 0);
+}
+
+int tp_shutdown_wr(struct tp *t)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&t->lock);
+	if (!t->fin_sent) {
+		progress(t);
+		send_credit(t);
+		rc = post_ctl(t, PROTO_IMM_FIN);
+		if (rc == 0)
+			t->fin_sent = 1;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc == -EPIPE ? 0 : rc;
+}
+
+void tp_close(struct tp *t, int abort)
+{
+	struct timespec start, now;
+
+	if (t->owner != getpid()) {
+		/* An inherited copy in a forked child: the verbs objects belong
+		 * to the parent (the device file is shared), so touching them
+		 * here would tear the parent's stream down. Drop our copy only. */
+		rsock_real.close(t->tcp_fd);
+		free(t->mem);
+		free(t);
+		return;
+	}
+	pthread_mutex_lock(&t->lock);
+	if (t->up && !t->err && !t->peer_gone) {
+		progress(t);
+		abort |= ring_used(&t->rx) > 0;
+		if (abort) {
+			post_ctl(t, PROTO_IMM_RESET);
+		} else if (!t->fin_sent) {
+			send_credit(t);
+			if (post_ctl(t, PROTO_IMM_FIN) == 0)
+				t->fin_sent = 1;
+		}
+		/* Let what was posted reach the peer (bounded, like a short linger). */
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		for (;;) {
+			progress(t);
+			if (!t->sq_busy || t->err || t->peer_gone)
+				break;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			if (now.tv_sec - start.tv_sec >= 2)
+				break;
+			wait_event(t);
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+
+	if (t->id) {
+		rdma_disconnect(t->id);
+		rdma_destroy_qp(t->id);
+		rdma_destroy_id(t->id);
+	}
+	if (t->ch)
+		rdma_destroy_event_channel(t->ch);
+	if (t->cq)
+		ibv_destroy_cq(t->cq);
+	if (t->cc)
+		ibv_destroy_comp_channel(t->cc);
+	if (t->rx_mr)
+		ibv_dereg_mr(t->rx_mr);
+	if (t->tx_mr)
+		ibv_dereg_mr(t->tx_mr);
+	stats_registered(-(int64_t)t->mem_len);
+	if (abort && t->up) {
+		/* Like TCP closing with unread data: the peer sees a reset. */
+		struct linger lg = {.l_onoff = 1, .l_linger = 0};
+		rsock_real.setsockopt(t->tcp_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	}
+	rsock_real.close(t->tcp_fd);
+	free(t->mem);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}

@@ -1,0 +1,116 @@
+/* transport.h - the RDMA data path of one stream: registered rings, RDMA
+ * WRITE WITH IMMEDIATE into the peer's ring, credits, completions, waiting.
+ *
+ * A struct tp is created by cm.c during the handshake (tp_new), gets its QP
+ * from rdma_cm (tp_qp_ready), and is then driven by the shims through
+ * tp_send/tp_recv. All functions return -errno on failure. One mutex (tp->lock)
+ * protects the whole object; it is released while a caller sleeps in poll(). */
+#ifndef RSOCK_TRANSPORT_H
+#define RSOCK_TRANSPORT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "compiler.h"
+#include "proto.h"
+#include "ring.h"
+
+#define TP_RQ_DEPTH 128
+#define TP_SQ_DEPTH 128
+#define TP_SIGNAL_EVERY 32
+#define TP_MAX_DATA_MSGS (TP_RQ_DEPTH / 2 - 1) /* see doc/design.md section 9 */
+#define TP_MAX_CHUNK (64u * 1024)
+
+struct tp {
+	pthread_mutex_t lock;
+	struct rdma_cm_id *id;       /* owns the QP; NULL until connected */
+	struct rdma_event_channel *ch; /* the id's private channel (client side), or NULL */
+	struct ibv_pd *pd;           /* borrowed from the device cache */
+	struct ibv_comp_channel *cc;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+
+	void *mem;                   /* rx ring then tx staging ring, one allocation */
+	size_t mem_len;
+	struct ibv_mr *rx_mr;        /* remote write: the peer's target */
+	struct ibv_mr *tx_mr;        /* local only */
+	struct ring rx;              /* what the peer wrote and we have not read */
+	struct ring tx;              /* staging copies not yet completed */
+
+	struct ring_remote peer;     /* the peer's receive ring */
+	uint64_t peer_addr;
+	uint32_t peer_rkey;
+	uint32_t max_inline;
+
+	uint64_t msg_end[TP_MAX_DATA_MSGS + 1]; /* end positions of unacked data messages */
+	unsigned msg_head, msg_count;
+	unsigned sq_posted;          /* WRs posted since the last signalled one */
+	unsigned sq_busy;            /* WRs not known complete */
+	uint64_t sq_seq;             /* WRs posted so far */
+	struct {
+		uint64_t seq;        /* sq_seq of a signalled WR */
+		uint64_t tx_tail;    /* staging released up to here when it completes */
+	} sig[TP_SQ_DEPTH];          /* signalled WRs in flight, in posting order */
+	unsigned sig_head, sig_count;
+	uint64_t rx_unacked;         /* consumed bytes not yet credited to the peer */
+	unsigned rx_msgs_unacked;
+
+	int tcp_fd;                  /* the control connection: our own duplicate */
+	pid_t owner;                 /* the process whose verbs objects these are */
+	int up;                      /* the RDMA connection was established */
+	int eof;                     /* FIN received */
+	int fin_sent;
+	int peer_gone;               /* control connection closed by the peer */
+	int err;                     /* sticky -errno: -ECONNRESET, -EIO ... */
+};
+
+/* Allocate the stream and its rings (rx and tx of ring_size bytes each),
+ * registered on pd. Returns 0 and *out, or -errno. */
+int tp_new(struct ibv_pd *pd, uint32_t ring_size, int tcp_fd, struct tp **out);
+
+/* The peer's ring and limits, from its hello / hello_ack. -EPROTO if unusable. */
+int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint32_t max_inline);
+
+/* Create CQ and QP on id (which must have id->verbs) and post the receives.
+ * Returns 0 or -errno; on success t owns id's QP (not the id itself). */
+int tp_create_qp(struct tp *t, struct rdma_cm_id *id);
+
+/* Fill the rdma_cm connection parameters both sides use. */
+void tp_conn_param(struct rdma_conn_param *p, const void *priv, uint8_t priv_len);
+
+/* Send from iov. flags: MSG_DONTWAIT honoured, nonblock = O_NONBLOCK of the fd.
+ * Returns bytes sent (possibly partial when non-blocking), or -errno
+ * (-EAGAIN, -EPIPE, -ECONNRESET ...). Never raises SIGPIPE itself: on a
+ * stream whose peer is gone it returns -EPIPE and the caller writes to the
+ * kernel socket instead so that the kernel produces exactly TCP's behaviour. */
+ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+
+/* Receive into iov; flags MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT honoured.
+ * Returns bytes, 0 at EOF, or -errno. */
+ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+
+/* Readiness without blocking: POLLIN/POLLOUT/POLLHUP/POLLERR/POLLRDHUP bits. */
+short tp_poll_events(struct tp *t);
+/* The descriptor to sleep on for this stream's progress (the completion
+ * channel), after arming notification. Returns -1 when nothing needs arming
+ * (already ready). */
+int tp_wait_fd(struct tp *t);
+/* Consume a completion-channel event after the wait fd fired. */
+void tp_wait_done(struct tp *t);
+
+/* Bytes readable now (FIONREAD). */
+int tp_readable_bytes(struct tp *t);
+
+/* shutdown(SHUT_WR): send FIN after the data. Returns 0 or -errno. */
+int tp_shutdown_wr(struct tp *t);
+
+/* Last descriptor closed. abort: unread data -> RESET instead of FIN. Waits
+ * (bounded) for posted writes to complete, then destroys everything. */
+void tp_close(struct tp *t, int abort);
+
+#endif

@@ -1,0 +1,282 @@
+# helpers.bash - shared by the host integration tests (bats-core >= 1.5).
+#
+# Environment:
+#   RSOCK_BUILD_DIR    the build tree (default: the repository root, for an
+#                      in-tree build, or the current directory when only it
+#                      has a build, as under `make check-bats` in build/);
+#                      must hold .libs/librsock.so,
+#                      tools/rsock-run and the test programs (`make progs`).
+#   RSOCK_LIB          the preload object (default: $RSOCK_BUILD_DIR/.libs/librsock.so).
+#   RSOCK_SAN_PRELOAD  sanitizer runtimes (colon-separated, e.g. libasan.so:libubsan.so)
+#                      for a sanitized build: put FIRST in LD_PRELOAD.
+#
+# Nothing is skipped: a missing build product or program fails the test with a
+# message saying what to install or build.
+
+RSOCK_SRC_DIR=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+if [ -z "${RSOCK_BUILD_DIR:-}" ]; then
+	RSOCK_BUILD_DIR=$RSOCK_SRC_DIR
+	# `make check-bats` in a separate build directory runs from there
+	if [ ! -e "$RSOCK_SRC_DIR/.libs/librsock.so" ] && [ -e "$PWD/.libs/librsock.so" ]; then
+		RSOCK_BUILD_DIR=$PWD
+	fi
+fi
+RSOCK_BUILD_DIR=$(cd "$RSOCK_BUILD_DIR" 2>/dev/null && pwd || echo "$RSOCK_BUILD_DIR")
+export RSOCK_BUILD_DIR
+export RSOCK_LIB=${RSOCK_LIB:-$RSOCK_BUILD_DIR/.libs/librsock.so}
+RSOCK_RUN=$RSOCK_BUILD_DIR/tools/rsock-run
+PROGS=$RSOCK_BUILD_DIR/test/progs
+SOCKCHECK=$PROGS/sockcheck
+FORTIFY=$PROGS/fortify
+# early_main links the uninstalled libearly.so: run the real binary with the
+# library path libtool's wrapper script would set (the wrapper is a shell
+# script, which would put /bin/sh under the preload as well).
+EARLY_MAIN=$PROGS/.libs/early_main
+EARLY_LIBDIR=$PROGS/.libs
+
+# Seconds a single command may take before it is killed.
+: "${RSOCK_TEST_TIMEOUT:=60}"
+
+# Never let a stray setting of the caller change what the library does.
+unset RSOCK_MODE RSOCK_CONF RSOCK_LOG_LEVEL RSOCK_LOG_FILE RSOCK_STATS 2>/dev/null || true
+
+# ---- prerequisites ------------------------------------------------------------
+
+# require_cmd NAME...: fail (never skip) when a program is missing.
+require_cmd() {
+	local c
+	for c in "$@"; do
+		if ! command -v "$c" >/dev/null 2>&1; then
+			echo "required program '$c' is not installed (scripts/setup.sh installs the test packages)" >&2
+			return 1
+		fi
+	done
+}
+
+# require_build: the library, the wrapper and the test programs exist.
+require_build() {
+	local f
+	for f in "$RSOCK_LIB" "$RSOCK_RUN" "$SOCKCHECK" "$FORTIFY" "$EARLY_MAIN" "$EARLY_LIBDIR/libearly.so"; do
+		if [ ! -e "$f" ]; then
+			echo "missing build product $f (RSOCK_BUILD_DIR=$RSOCK_BUILD_DIR): run 'make && make progs' there" >&2
+			return 1
+		fi
+	done
+}
+
+# ---- running under the library ---------------------------------------------------
+
+# The LD_PRELOAD value: sanitizer runtimes first, then librsock.
+rsock_preload_value() {
+	printf '%s\n' "${RSOCK_SAN_PRELOAD:+$RSOCK_SAN_PRELOAD:}$RSOCK_LIB"
+}
+
+# resolve_cmd CMD...: set the array CMD to the real command line for CMD,
+# where CMD may start with one of the helper words below (so that bounded,
+# timeout and start_bg, which need an executable, accept them too):
+#   with_preload CMD...            librsock preloaded with plain LD_PRELOAD
+#   with_rsock_run [opts] -- CMD...  through tools/rsock-run
+#   in_mode MODE CMD...            MODE: plain, preload (RSOCK_STATS=1) or
+#                                  rsockrun (-s: counters printed at exit)
+# rsock-run prepends librsock to an LD_PRELOAD it finds: the sanitizer
+# runtimes, when given, are passed that way (such runs need
+# ASAN_OPTIONS=verify_asan_link_order=0, which scripts/test.sh sets).
+resolve_cmd() {
+	case "${1:-}" in
+	with_preload)
+		shift
+		CMD=(env "LD_PRELOAD=$(rsock_preload_value)" "$@")
+		;;
+	with_rsock_run)
+		shift
+		if [ -n "${RSOCK_SAN_PRELOAD:-}" ]; then
+			CMD=(env "LD_PRELOAD=$RSOCK_SAN_PRELOAD" "$RSOCK_RUN" "$@")
+		else
+			CMD=(env -u LD_PRELOAD "$RSOCK_RUN" "$@")
+		fi
+		;;
+	in_mode)
+		local mode=$2
+		shift 2
+		case "$mode" in
+		plain) CMD=(env -u LD_PRELOAD "$@") ;;
+		preload) CMD=(env RSOCK_STATS=1 "LD_PRELOAD=$(rsock_preload_value)" "$@") ;;
+		rsockrun) resolve_cmd with_rsock_run -s -- "$@" ;;
+		*) echo "in_mode: unknown mode $mode" >&2; return 2 ;;
+		esac
+		;;
+	*) CMD=("$@") ;;
+	esac
+}
+
+with_preload() {
+	local CMD
+	resolve_cmd with_preload "$@"
+	"${CMD[@]}"
+}
+
+with_rsock_run() {
+	local CMD
+	resolve_cmd with_rsock_run "$@"
+	"${CMD[@]}"
+}
+
+in_mode() {
+	local CMD
+	resolve_cmd in_mode "$@" || return
+	"${CMD[@]}"
+}
+
+# bounded [SECONDS] CMD...: run CMD, killed after SECONDS (default RSOCK_TEST_TIMEOUT).
+bounded() {
+	local t=$RSOCK_TEST_TIMEOUT CMD
+	if [[ "${1:-}" =~ ^[0-9]+$ ]]; then
+		t=$1
+		shift
+	fi
+	resolve_cmd "$@" || return
+	timeout -k 3 "$t" "${CMD[@]}"
+}
+
+# ---- ports and background servers ---------------------------------------------------
+
+# port_in_use PORT: some TCP socket (any state) uses PORT locally.
+port_in_use() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	awk -v h=":$hex" 'NR > 1 && substr($2, length($2) - 4) == h { found = 1 } END { exit !found }' \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# free_port: print a loopback TCP port nothing uses now.
+free_port() {
+	local p i
+	for i in $(seq 1 200); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		if ! port_in_use "$p"; then
+			echo "$p"
+			return 0
+		fi
+	done
+	echo "free_port: no free port found" >&2
+	return 1
+}
+
+# port_listening PORT: a socket listens on PORT (state 0A in /proc/net/tcp*).
+port_listening() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	awk -v h=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == h { found = 1 } END { exit !found }' \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# wait_for_port PORT [SECONDS] [PID]: wait until PORT listens (default 15 s);
+# fail at once when PID (a background server) died.
+wait_for_port() {
+	local port=$1 secs=${2:-15} pid=${3:-} i
+	for ((i = 0; i < secs * 20; i++)); do
+		port_listening "$port" && return 0
+		if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+			echo "wait_for_port: the server (pid $pid) exited before listening on $port" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+	echo "wait_for_port: nothing listens on 127.0.0.1:$port after $secs s" >&2
+	return 1
+}
+
+# start_bg NAME CMD...: start a server in the background, bounded by
+# RSOCK_TEST_TIMEOUT, stdout/stderr in $BATS_TEST_TMPDIR/NAME.out/.err, stdin
+# from $BG_STDIN (default /dev/null). Sets BG_PID; teardown kills it.
+start_bg() {
+	local name=$1 CMD
+	shift
+	resolve_cmd "$@" || return
+	timeout -k 3 "$RSOCK_TEST_TIMEOUT" "${CMD[@]}" <"${BG_STDIN:-/dev/null}" \
+		>"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
+	BG_PID=$!
+	echo "$BG_PID" >>"$BATS_TEST_TMPDIR/.bg_pids"
+}
+
+# wait_bg PID [SECONDS]: wait for a background server to exit by itself;
+# returns its exit status (124 when it had to be killed). Safe under set -e
+# when called as `wait_bg PID || rc=$?`.
+wait_bg() {
+	local pid=$1 secs=${2:-20} i rc=0
+	for ((i = 0; i < secs * 20; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "wait_bg: pid $pid still running after $secs s: killed" >&2
+		kill -TERM "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		return 124
+	fi
+	wait "$pid" 2>/dev/null || rc=$?
+	return "$rc"
+}
+
+# stop_bg PID: stop one server (TERM, then KILL after 3 s), reap it. Never fails.
+stop_bg() {
+	local pid=$1 i
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
+		for ((i = 0; i < 60; i++)); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+	return 0
+}
+
+# stop_all_bg: teardown of every test that starts servers.
+stop_all_bg() {
+	local pid
+	[ -f "$BATS_TEST_TMPDIR/.bg_pids" ] || return 0
+	while read -r pid; do
+		[ -z "$pid" ] || stop_bg "$pid"
+	done <"$BATS_TEST_TMPDIR/.bg_pids"
+	rm -f "$BATS_TEST_TMPDIR/.bg_pids"
+}
+
+# ---- assertions --------------------------------------------------------------------
+
+# same_file A B WHAT: byte-exact, with sizes and digests in the message.
+same_file() {
+	local a b
+	a=$(sha256sum <"$1" | cut -d' ' -f1)
+	b=$(sha256sum <"$2" 2>/dev/null | cut -d' ' -f1)
+	if [ "$a" != "$b" ]; then
+		echo "$3: content differs: $1 ($(stat -c %s "$1") bytes, $a) vs $2 ($(stat -c %s "$2" 2>/dev/null || echo missing) bytes, $b)" >&2
+		return 1
+	fi
+}
+
+# stats_active FILE: a librsock stats line with tcp streams >= 1 and tcp
+# bytes moved (tx or rx) is in FILE.
+stats_active() {
+	local line
+	line=$(grep -E 'rsock\[[0-9]+:[0-9]+\] info: stats: ' "$1" | tail -n 1)
+	if [ -z "$line" ]; then
+		echo "no librsock stats line in $1:" >&2
+		cat "$1" >&2
+		return 1
+	fi
+	if ! [[ "$line" =~ streams\ tcp=([0-9]+).*bytes\ tcp\ tx=([0-9]+)\ rx=([0-9]+) ]]; then
+		echo "unparsable stats line: $line" >&2
+		return 1
+	fi
+	if [ "${BASH_REMATCH[1]}" -lt 1 ] || [ $((BASH_REMATCH[2] + BASH_REMATCH[3])) -eq 0 ]; then
+		echo "librsock did not carry the stream: $line" >&2
+		return 1
+	fi
+}
+
+# rand_file PATH BYTES
+rand_file() {
+	head -c "$2" /dev/urandom >"$1"
+}
