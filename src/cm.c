@@ -91,6 +91,14 @@ static int sa_is_loopback(const struct sockaddr *sa)
 	       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
 }
 
+/* The wildcard address (INADDR_ANY / in6addr_any). */
+static int sa_is_any(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
 static socklen_t sa_len(const struct sockaddr *sa)
 {
 	return sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
@@ -161,17 +169,35 @@ static void ack(struct rdma_cm_event *ev)
 		rdma_ack_cm_event(ev);
 }
 
-/* Resolve address and route of id towards dst (src may be NULL). */
+/* Resolve address and route of id towards dst (src may be NULL).
+ *
+ * Address resolution is retried with growing time-outs (25 ms, doubling)
+ * until the deadline: the kernel's rdma_cm resolver does not always notice
+ * that the neighbour entry it asked for became valid, and then reports only
+ * when its own time-out expires (measured on soft-RoCE: a cold ARP cache
+ * always costs the full time-out given). A short first attempt followed by a
+ * retry finds the entry that the first one made the kernel resolve. */
 static int resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr *src,
 		   struct sockaddr *dst, int64_t deadline)
 {
 	struct rdma_cm_event *ev;
-	int rc;
+	int rc, step = 25;
 
-	if (rdma_resolve_addr(id, src, dst, left_ms(deadline) ?: 1))
-		return -errno;
-	rc = wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, &ev);
-	ack(ev);
+	for (;;) {
+		int t = left_ms(deadline);
+		if (t > step)
+			t = step;
+		if (rdma_resolve_addr(id, src, dst, t ?: 1))
+			return -errno;
+		rc = wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, &ev);
+		ack(ev);
+		if (rc != -ETIMEDOUT || !ev || left_ms(deadline) == 0)
+			break;
+		/* ADDR_ERROR with ETIMEDOUT: the id is bound again, try anew
+		 * (the source is bound already). */
+		src = NULL;
+		step *= 2;
+	}
 	if (rc)
 		return rc;
 	if (rdma_resolve_route(id, left_ms(deadline) ?: 1))
@@ -183,36 +209,69 @@ static int resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct 
 
 /* ---- devices ------------------------------------------------------------------ */
 
+/* Every verbs context this process has seen, with the process that opened
+ * it. A context is usable only by that process: the kernel refuses the
+ * commands of any other (a forked child gets EACCES, "changed security
+ * contexts after opening file descriptor"), and librdmacm keeps the contexts
+ * it opened for the life of the process, children included. A child of a
+ * process that used a device therefore keeps its new streams on that device
+ * on TCP (RSOCK_FB_NOT_IMPLEMENTED), and never touches the parent's objects. */
 struct cm_dev {
 	struct ibv_context *ctx;
-	struct ibv_pd *pd;
+	struct ibv_pd *pd;  /* allocated on first use, by the owner */
+	pid_t pid;          /* the process that first saw ctx */
 	struct cm_dev *next;
 };
 static struct cm_dev *cm_devs;
 
-/* The protection domain of a device, allocated once per process. */
+/* The record of ctx, created (owned by this process) if there is none.
+ * Caller holds cm_lock. NULL when out of memory. */
+static struct cm_dev *dev_find(struct ibv_context *ctx)
+{
+	struct cm_dev *d;
+
+	for (d = cm_devs; d; d = d->next)
+		if (d->ctx == ctx)
+			return d;
+	if ((d = calloc(1, sizeof(*d)))) {
+		d->ctx = ctx;
+		d->pid = getpid();
+		d->next = cm_devs;
+		cm_devs = d;
+	}
+	return d;
+}
+
+/* 1 when this process may use ctx (it opened it, as far as the library can
+ * tell), 0 otherwise. Records ctx as this process's when first seen. */
+static int dev_usable(struct ibv_context *ctx)
+{
+	struct cm_dev *d;
+	int ok;
+
+	if (!ctx)
+		return 0;
+	pthread_mutex_lock(&cm_lock);
+	d = dev_find(ctx);
+	ok = d && d->pid == getpid();
+	pthread_mutex_unlock(&cm_lock);
+	return ok;
+}
+
+/* The protection domain of a device, allocated once per process; NULL when
+ * the device is not usable here or out of resources. */
 static struct ibv_pd *pd_for(struct ibv_context *ctx)
 {
 	struct cm_dev *d;
 	struct ibv_pd *pd = NULL;
 
 	pthread_mutex_lock(&cm_lock);
-	for (d = cm_devs; d; d = d->next)
-		if (d->ctx == ctx)
-			break;
-	if (!d && (d = calloc(1, sizeof(*d)))) {
-		d->ctx = ctx;
-		d->pd = ibv_alloc_pd(ctx);
-		if (!d->pd) {
-			free(d);
-			d = NULL;
-		} else {
-			d->next = cm_devs;
-			cm_devs = d;
-		}
-	}
-	if (d)
+	d = dev_find(ctx);
+	if (d && d->pid == getpid()) {
+		if (!d->pd)
+			d->pd = ibv_alloc_pd(ctx);
 		pd = d->pd;
+	}
 	pthread_mutex_unlock(&cm_lock);
 	return pd;
 }
@@ -280,7 +339,9 @@ static void tuples_create(void)
 		tuples = p;
 }
 
-static void tuple_put(const struct proto_probe *pr)
+/* Record a probe's tuple. 0, or -ENOSPC when the table is full (the stream
+ * then stays on TCP). */
+static int tuple_put(const struct proto_probe *pr)
 {
 	int64_t now = now_ms();
 
@@ -297,8 +358,9 @@ static void tuple_put(const struct proto_probe *pr)
 		memcpy(t->caddr, pr->client_addr, 16);
 		t->stamp = now;
 		atomic_store(&t->state, TUPLE_READY);
-		return;
+		return 0;
 	}
+	return -ENOSPC;
 }
 
 /* Take the entry for a stream accepted from peer on local port sport. */
@@ -343,12 +405,14 @@ struct beacon {
 	struct cm_obj obj;
 	const void *owner;
 	struct rdma_cm_id *id;
+	pid_t pid;          /* the process whose cm thread serves it */
 	struct beacon *next;
 };
 
 struct listener {
 	struct cm_obj obj;
 	struct rdma_cm_id *id;
+	pid_t pid;          /* listeners of a parent are not ours after fork */
 	struct sockaddr_storage addr; /* local address, port = the rdma_cm port */
 	struct listener *next;
 };
@@ -380,10 +444,19 @@ static void on_connect_request(struct rdma_cm_event *ev)
 
 	if (o && o->kind == CTX_BEACON) {
 		struct proto_probe pr;
-		if (pd && proto_probe_decode(pd, pdlen, &pr) > 0)
-			tuple_put(&pr);
-		proto_beacon_encode(&b, buf, sizeof(buf));
-		rdma_reject(ev->id, buf, sizeof(buf));
+		/* Only a valid probe, whose tuple is now recorded for accept(),
+		 * gets the beacon: a client told "librsock listens here" sends
+		 * its hello on TCP, so the server must be able to recognise that
+		 * stream. Anything else is rejected without private data (the
+		 * sender then stays on TCP). */
+		if (pd && proto_probe_decode(pd, pdlen, &pr) > 0 && tuple_put(&pr) == 0) {
+			log_debug("beacon: probe from port %u to port %u", pr.client_port, pr.server_port);
+			proto_beacon_encode(&b, buf, sizeof(buf));
+			rdma_reject(ev->id, buf, sizeof(buf));
+		} else {
+			log_debug("beacon: connect request without a valid probe (%u bytes)", pdlen);
+			rdma_reject(ev->id, NULL, 0);
+		}
 		ev->id->context = NULL;
 		return;
 	}
@@ -473,7 +546,9 @@ static int cm_start(void)
 
 	if (cm_ch && cm_thread_pid == getpid())
 		return 0;
-	if (!cm_ch && !(cm_ch = new_channel()))
+	/* In a forked child the inherited channel is the parent's (its thread
+	 * reads it): this process gets a channel and a thread of its own. */
+	if (!(cm_ch = new_channel()))
 		return errno ? -errno : -ENODEV;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
@@ -511,6 +586,9 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 		log_debug("no beacon on port %u (errno %d): its streams stay on TCP", sa_port(addr), errno);
 		goto fail;
 	}
+	if (b->id->verbs)
+		dev_find(b->id->verbs);
+	b->pid = getpid();
 	b->next = beacons;
 	beacons = b;
 	pthread_mutex_unlock(&cm_lock);
@@ -536,7 +614,10 @@ void cm_unlisten(const void *owner)
 		}
 	pthread_mutex_unlock(&cm_lock);
 	if (b) {
-		rdma_destroy_id(b->id);
+		/* A child closing an inherited listener must not tear down the
+		 * parent's beacon: the id is the parent's. */
+		if (b->pid == getpid())
+			rdma_destroy_id(b->id);
 		free(b);
 	}
 }
@@ -557,10 +638,13 @@ static int has_beacon(const void *owner)
 static struct listener *listener_for(const struct sockaddr *local)
 {
 	struct listener *l;
+	struct cm_dev *d;
 	struct sockaddr_storage ss;
 
 	for (l = listeners; l; l = l->next) {
 		uint8_t a[16], b[16];
+		if (l->pid != getpid())
+			continue;
 		sa_addr16((struct sockaddr *)&l->addr, a);
 		sa_addr16(local, b);
 		if (l->addr.ss_family == local->sa_family && !memcmp(a, b, 16))
@@ -575,13 +659,15 @@ static struct listener *listener_for(const struct sockaddr *local)
 		free(l);
 		return NULL;
 	}
-	if (rdma_bind_addr(l->id, (struct sockaddr *)&ss) || rdma_listen(l->id, 1024) || !l->id->verbs) {
+	if (rdma_bind_addr(l->id, (struct sockaddr *)&ss) || rdma_listen(l->id, 1024) || !l->id->verbs ||
+	    !(d = dev_find(l->id->verbs)) || d->pid != getpid()) {
 		rdma_destroy_id(l->id);
 		free(l);
 		return NULL;
 	}
 	memcpy(&l->addr, &ss, sizeof(ss));
 	sa_set_port((struct sockaddr *)&l->addr, ntohs(rdma_get_src_port(l->id)));
+	l->pid = getpid();
 	l->next = listeners;
 	listeners = l;
 	return l;
@@ -732,11 +818,15 @@ static int probe(struct cm_client *c, uint16_t cport)
 		goto out;
 	}
 	rc = wait_event(ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
-	log_debug("probe: answer %d (event %s)", rc, ev ? rdma_event_str(ev->event) : "none");
 	if (rc == -ECONNREFUSED) {
 		struct proto_beacon b;
-		rc = ev->param.conn.private_data &&
-		     proto_beacon_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &b) > 0;
+		int d = ev->param.conn.private_data
+				? proto_beacon_decode(ev->param.conn.private_data,
+						      ev->param.conn.private_data_len, &b)
+				: -EPROTO;
+		log_debug("probe: rejected (status %d, %u bytes of private data, beacon %d)",
+			  ev->status, ev->param.conn.private_data_len, d);
+		rc = d > 0;
 	} else if (rc == 0) {
 		rc = -EPROTO; /* something accepted a request without a QP */
 	}
@@ -805,14 +895,28 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, struct c
 	sa_set_port((struct sockaddr *)&c->local, 0);
 	if (rdma_bind_addr(c->id, (struct sockaddr *)&c->local) || !c->id->verbs)
 		goto plain;
+	if (!dev_usable(c->id->verbs)) {
+		log_debug("connect: the RDMA device was opened by a parent process: TCP");
+		*why = RSOCK_FB_NOT_IMPLEMENTED;
+		goto plain;
+	}
 	/* Learn our port before the SYN: bind the TCP socket (if unbound). */
 	if (rsock_real.getsockname(fd, (struct sockaddr *)&bound, &bl))
 		goto plain;
 	if (sa_port((struct sockaddr *)&bound) == 0) {
-		if (rsock_real.bind(fd, (struct sockaddr *)&c->local, sa_len((struct sockaddr *)&c->local)))
+		/* Unbound, or bound with IP_BIND_ADDRESS_NO_PORT (curl does
+		 * that): the port must be known before the SYN, so allocate it
+		 * now, at the address the application chose if it chose one. */
+		int off = 0;
+		const struct sockaddr *at = (struct sockaddr *)&c->local;
+		if (!sa_is_any((struct sockaddr *)&bound))
+			at = (struct sockaddr *)&bound;
+		rsock_real.setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &off, sizeof(off));
+		if (rsock_real.bind(fd, at, sa_len(at)))
 			goto plain;
 		bl = sizeof(bound);
-		if (rsock_real.getsockname(fd, (struct sockaddr *)&bound, &bl))
+		if (rsock_real.getsockname(fd, (struct sockaddr *)&bound, &bl) ||
+		    sa_port((struct sockaddr *)&bound) == 0)
 			goto plain;
 	}
 	memcpy(&c->local, &bound, sizeof(bound));
@@ -862,9 +966,13 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 	h.ring_size = c->tp->rx.size;
 	h.max_inline = 0;
 	proto_hello_encode(&h, buf, sizeof(buf));
-	if (ctl_write(fd, buf, PROTO_HELLO_LEN, deadline))
+	if ((rc = ctl_write(fd, buf, PROTO_HELLO_LEN, deadline))) {
+		log_debug("hello: not sent (%d)", rc);
 		goto fail_nocancel;
+	}
+	log_debug("hello: sent on fd %d, %d ms left", fd, left_ms(deadline));
 	r = ctl_peek(fd, buf, PROTO_HELLO_ACK_LEN, deadline);
+	log_debug("hello: answer %zd, %d ms left", r, left_ms(deadline));
 	if (r == -ETIMEDOUT) {
 		*stale_ack = 1; /* the answer may still come: drop it then */
 		why = RSOCK_FB_PEER;
@@ -908,6 +1016,7 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 	c->tp->up = 1;
 	*out = c->tp;
 	free(c);
+	log_debug("connect: fd %d carried by RDMA", fd);
 	return 0;
 fail:
 	/* Tell the server we stay on TCP; whatever follows is application data. */
@@ -941,7 +1050,7 @@ int cm_server_accept(const void *owner, int fd, struct tp **out)
 	int64_t deadline;
 	struct timespec ts;
 	ssize_t r;
-	int why;
+	int why, rc = 0;
 
 	*out = NULL;
 	if (!has_beacon(owner))
@@ -949,14 +1058,20 @@ int cm_server_accept(const void *owner, int fd, struct tp **out)
 	if (rsock_real.getpeername(fd, (struct sockaddr *)&peer, &pl) ||
 	    rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
 		return RSOCK_FB_PROTOCOL;
-	if (!tuple_take((struct sockaddr *)&peer, sa_port((struct sockaddr *)&local)))
+	if (!tuple_take((struct sockaddr *)&peer, sa_port((struct sockaddr *)&local))) {
+		log_debug("accept: fd %d from port %u was not probed: a plain client", fd,
+			  sa_port((struct sockaddr *)&peer));
 		return RSOCK_FB_PEER; /* a plain client: TCP from the first byte */
+	}
 
 	/* A librsock client: its hello is the first thing on the stream. */
 	deadline = now_ms() + 2 * cm_settings.handshake_ms;
+	log_debug("accept: waiting for the hello on fd %d", fd);
 	r = ctl_peek(fd, buf, PROTO_HELLO_LEN, deadline);
-	if (r <= 0 || proto_hello_decode(buf, (size_t)r, &h) <= 0)
+	if (r <= 0 || (rc = proto_hello_decode(buf, (size_t)r, &h)) <= 0) {
+		log_debug("accept: no usable hello (%zd bytes, decode %d)", r, r > 0 ? rc : 0);
 		return RSOCK_FB_PROTOCOL; /* leave the bytes to the application */
+	}
 	ctl_consume(fd, (size_t)proto_hello_decode(buf, (size_t)r, &h));
 
 	pthread_mutex_lock(&cm_lock);
@@ -1027,8 +1142,10 @@ int cm_server_accept(const void *owner, int fd, struct tp **out)
 	pthread_mutex_unlock(&cm_lock);
 	p.tp->up = 1;
 	*out = p.tp;
+	log_debug("accept: fd %d carried by RDMA", fd);
 	return 0;
 unlist:
+	log_debug("accept: fd %d stays on TCP (reason %d)", fd, why);
 	pthread_mutex_lock(&cm_lock);
 	for (struct pending **pp = &pendings; *pp; pp = &(*pp)->next)
 		if (*pp == &p) {

@@ -38,8 +38,6 @@ void conn_unref(struct conn *c)
 	saved = errno;
 	if (c->beacon)
 		cm_unlisten(c);
-	if (c->pending)
-		cm_client_abandon(c->pending);
 	if (c->tp)
 		tp_close(c->tp, 0);
 	pthread_mutex_destroy(&c->lock);

@@ -38,7 +38,6 @@ struct conn {
 	_Atomic int nonblock;   /* O_NONBLOCK of the open file description */
 	pthread_mutex_t lock;   /* guards the set-up fields below */
 	struct tp *tp;          /* the RDMA stream once path == RDMA (then immutable) */
-	struct cm_client *pending; /* non-blocking connect: hello still to do */
 	int stale_ack;          /* a late hello answer may head the TCP stream */
 	int rd_shut;            /* shutdown(SHUT_RD) on an RDMA stream */
 	int beacon;             /* a listener with a beacon */

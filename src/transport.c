@@ -202,6 +202,7 @@ static void handle_recv(struct tp *t, uint32_t imm)
 		}
 		break;
 	case PROTO_IMM_FIN:
+		log_debug("fd %d: FIN received", t->tcp_fd);
 		t->eof = 1;
 		break;
 	case PROTO_IMM_RESET:
@@ -210,20 +211,23 @@ static void handle_recv(struct tp *t, uint32_t imm)
 	}
 }
 
-/* Process every completion available. Caller holds t->lock. */
-static void progress(struct tp *t)
+/* Process every completion available. Returns how many there were. Caller
+ * holds t->lock. */
+static int progress(struct tp *t)
 {
 	struct ibv_wc wc[16];
-	int n;
+	int n, total = 0;
 
 	if (!t->cq)
-		return;
+		return 0;
 	while ((n = ibv_poll_cq(t->cq, (int)RSOCK_ARRAY_SIZE(wc), wc)) > 0) {
+		total += n;
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				if (!t->err)
 					t->err = t->eof || t->peer_gone ? -EPIPE : -ECONNRESET;
-				log_debug("completion error %s", ibv_wc_status_str(wc[i].status));
+				log_debug("fd %d: completion error %s", t->tcp_fd,
+					  ibv_wc_status_str(wc[i].status));
 				continue;
 			}
 			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
@@ -242,6 +246,7 @@ static void progress(struct tp *t)
 	}
 	if (n < 0 && !t->err)
 		t->err = -EIO;
+	return total;
 }
 
 /* Whether the control connection says the peer is gone. Caller holds the lock. */
@@ -251,6 +256,8 @@ static void check_control(struct tp *t)
 	ssize_t r = rsock_real.recv(t->tcp_fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 
 	if (r == 0) {
+		if (!t->peer_gone)
+			log_debug("fd %d: the control connection was closed by the peer", t->tcp_fd);
 		t->peer_gone = 1;
 	} else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		if (!t->err)
@@ -274,6 +281,11 @@ static void wait_event(struct tp *t)
 		t->err = -EIO;
 		return;
 	}
+	/* A completion that arrived before the arming raises no event: look
+	 * once more now that the CQ is armed, and do not sleep if there was
+	 * one (the caller re-evaluates its condition). */
+	if (progress(t))
+		return;
 	p[0].fd = t->cc->fd;
 	p[0].events = POLLIN;
 	p[1].fd = t->tcp_fd;
@@ -291,6 +303,8 @@ void tp_wait_done(struct tp *t)
 	struct ibv_cq *cq;
 	void *ctx;
 
+	if (t->owner != getpid())
+		return; /* the channel is the parent's */
 	if (ibv_get_cq_event(t->cc, &cq, &ctx) == 0)
 		ibv_ack_cq_events(cq, 1);
 }
@@ -368,11 +382,26 @@ static uint32_t send_room(struct tp *t, size_t want)
 	return (uint32_t)room;
 }
 
+/* An RDMA stream inherited over fork: its verbs objects are the parent's and
+ * unusable here (and polling its shared queues would steal the parent's
+ * completions). This version fails such calls with EIO; doc/design.md
+ * section 6 says what is planned. */
+static int foreign(struct tp *t)
+{
+	if (RSOCK_LIKELY(t->owner == getpid()))
+		return 0;
+	log_warn_rl("an RDMA stream inherited from the parent process is not usable in a child "
+		    "in this version: EIO");
+	return 1;
+}
+
 ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
 	size_t want = iov_total(iov, iovcnt), done = 0;
 	ssize_t r = 0;
 
+	if (foreign(t))
+		return -EIO;
 	nonblock |= !!(flags & MSG_DONTWAIT);
 	pthread_mutex_lock(&t->lock);
 	if (t->fin_sent) {
@@ -460,6 +489,8 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 
 	if (!want)
 		return 0;
+	if (foreign(t))
+		return -EIO;
 	nonblock |= !!(flags & MSG_DONTWAIT);
 	pthread_mutex_lock(&t->lock);
 	for (;;) {
@@ -504,6 +535,8 @@ short tp_poll_events(struct tp *t)
 {
 	short ev = 0;
 
+	if (foreign(t))
+		return POLLERR | POLLHUP;
 	pthread_mutex_lock(&t->lock);
 	progress(t);
 	check_control(t);
@@ -525,6 +558,8 @@ int tp_wait_fd(struct tp *t)
 {
 	int fd;
 
+	if (t->owner != getpid())
+		return -1;
 	pthread_mutex_lock(&t->lock);
 	fd = ibv_req_notify_cq(t->cq, 0) ? -1 : t->cc->fd;
 	pthread_mutex_unlock(&t->lock);
@@ -535,6 +570,8 @@ int tp_readable_bytes(struct tp *t)
 {
 	uint64_t n;
 
+	if (t->owner != getpid())
+		return 0;
 	pthread_mutex_lock(&t->lock);
 	progress(t);
 	n = ring_used(&t->rx);
@@ -559,6 +596,8 @@ int tp_shutdown_wr(struct tp *t)
 {
 	int rc = 0;
 
+	if (foreign(t))
+		return -EIO;
 	pthread_mutex_lock(&t->lock);
 	if (!t->fin_sent) {
 		progress(t);

@@ -21,55 +21,11 @@
 
 /* ---- the dispatcher --------------------------------------------------------- */
 
-/* A stream whose non-blocking connect() deferred the hello: finish it once
- * the TCP connection is up. Returns 0 when the stream is settled (RDMA or
- * TCP), -EAGAIN while the connection is still in progress. Caller holds a
- * reference on c. */
-static int finish_pending(struct conn *c, int fd)
-{
-	struct pollfd p = {.fd = fd, .events = POLLOUT};
-	struct cm_client *st;
-	struct tp *t = NULL;
-	int err = 0, why, stale = 0;
-	socklen_t l = sizeof(err);
-
-	pthread_mutex_lock(&c->lock);
-	st = c->pending;
-	if (!st) {
-		pthread_mutex_unlock(&c->lock);
-		return 0;
-	}
-	if (rsock_real.poll(&p, 1, 0) == 0) {
-		pthread_mutex_unlock(&c->lock);
-		return -EAGAIN;
-	}
-	c->pending = NULL;
-	rsock_real.getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l);
-	if (err) {
-		/* The connect failed: put the error back for the application. */
-		cm_client_abandon(st);
-		pthread_mutex_unlock(&c->lock);
-		return 0;
-	}
-	why = cm_client_finish(st, fd, &t, &stale);
-	if (why == 0) {
-		c->tp = t;
-		atomic_store(&c->path, CONN_PATH_RDMA);
-		stats_stream(1);
-	} else {
-		c->stale_ack = stale;
-		atomic_store(&c->path, CONN_PATH_TCP);
-		stats_stream(0);
-		stats_fallback((enum rsock_fallback_reason)why);
-	}
-	pthread_mutex_unlock(&c->lock);
-	return 0;
-}
-
-/* Look fd up and settle its stream. Returns the transport of an RDMA stream,
- * or NULL for kernel TCP (then *c may still be a tracked conn, for the
- * counters). *early is set (and NULL returned) when the call must return
- * *early without touching the kernel. */
+/* Look fd up. Returns the transport of an RDMA stream, or NULL for kernel
+ * TCP (then *c may still be a tracked conn, for the counters). A late hello
+ * answer at the head of a TCP stream is dropped first. *early is set (and
+ * NULL returned) when the call must return *early without touching the
+ * kernel. */
 static struct tp *io_begin(int fd, struct conn **cp, ssize_t *early)
 {
 	struct conn *c = shim_conn(fd);
@@ -78,10 +34,6 @@ static struct tp *io_begin(int fd, struct conn **cp, ssize_t *early)
 	*early = 0;
 	if (!c)
 		return NULL;
-	if (RSOCK_UNLIKELY(c->pending) && finish_pending(c, fd) == -EAGAIN) {
-		*early = -EAGAIN;
-		return NULL;
-	}
 	if (RSOCK_UNLIKELY(c->stale_ack)) {
 		int r = cm_drop_stale_ack(fd);
 		if (r == -EAGAIN && !atomic_load(&c->nonblock)) {

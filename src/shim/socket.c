@@ -2,6 +2,8 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
+#include <poll.h>
+
 #include "shim.h"
 
 
@@ -68,27 +70,48 @@ static void decide_path(struct conn *c, enum rules_role role, const struct socka
 		  t == RULES_TCP ? "tcp" : "rdma");
 }
 
+/* Start the beacon of a listening socket bound to ss (port known). */
+static void listen_beacon(struct conn *c, const struct sockaddr_storage *ss, socklen_t len)
+{
+	decide_path(c, RULES_ROLE_SERVER, (const struct sockaddr *)ss, len);
+	if (atomic_load(&c->rules) == RULES_RDMA) {
+		cm_listen(c, (const struct sockaddr *)ss, len);
+		c->beacon = 1;
+	}
+}
+
 RSOCK_EXPORT int listen(int fd, int backlog)
 {
 	struct conn *c = shim_conn(fd);
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	int r;
+	int r, saved, early = 0;
 
-	r = REAL_CALL(listen, fd, backlog);
-	if (c && r == 0 && atomic_load(&c->role) != CONN_ROLE_LISTENER) {
-		int saved = errno;
-		atomic_store(&c->role, CONN_ROLE_LISTENER);
-		if (rsock_real.getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
-			decide_path(c, RULES_ROLE_SERVER, (struct sockaddr *)&ss, len);
-			if (atomic_load(&c->rules) == RULES_RDMA) {
-				cm_listen(c, (struct sockaddr *)&ss, len);
-				c->beacon = 1;
-			}
-		}
+	/* The beacon goes up before the TCP listener, so that a client which
+	 * connects as soon as listen() returns always finds it. */
+	if (c && atomic_load(&c->role) != CONN_ROLE_LISTENER &&
+	    rsock_real.getsockname(fd, (struct sockaddr *)&ss, &len) == 0 &&
+	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) &&
+	    ((struct sockaddr_in *)&ss)->sin_port != 0) {
+		saved = errno;
+		listen_beacon(c, &ss, len);
+		early = 1;
 		errno = saved;
 	}
+	r = REAL_CALL(listen, fd, backlog);
+	saved = errno;
+	if (c && r != 0 && early && c->beacon && atomic_load(&c->role) != CONN_ROLE_LISTENER) {
+		cm_unlisten(c);
+		c->beacon = 0;
+	}
+	if (c && r == 0 && atomic_load(&c->role) != CONN_ROLE_LISTENER) {
+		atomic_store(&c->role, CONN_ROLE_LISTENER);
+		len = sizeof(ss);
+		if (!early && rsock_real.getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+			listen_beacon(c, &ss, len); /* the port was chosen by listen() */
+	}
 	conn_unref(c);
+	errno = saved;
 	return r;
 }
 
@@ -169,6 +192,20 @@ static void client_settle(struct conn *c, struct cm_client *st, int fd)
 	stats_stream(why == 0);
 }
 
+/* Wait (bounded by the handshake time) for a non-blocking connect to
+ * complete. Returns 1 when the connection is up, 0 otherwise (refused,
+ * unreachable, too slow): the error, if any, stays for SO_ERROR. */
+static int wait_connected(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	int r;
+
+	do
+		r = rsock_real.poll(&p, 1, (int)cm_settings.handshake_ms);
+	while (r < 0 && errno == EINTR);
+	return r == 1 && p.revents == POLLOUT;
+}
+
 static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	enum rsock_fallback_reason why = RSOCK_FB_RULES;
@@ -195,19 +232,31 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 		return r;
 	}
 	atomic_store(&c->role, CONN_ROLE_CLIENT);
+	/* The peer runs librsock: the hello must follow the connection at
+	 * once, whatever the application does next (it may wait for the
+	 * server to speak first), so a non-blocking connect waits here for
+	 * the connection, bounded, and settles the stream before returning
+	 * EINPROGRESS. A connection that is not up in time stays on TCP and
+	 * never sends a hello (a late one would reach the server's
+	 * application as data). */
+	if (st && r != 0 && !wait_connected(fd)) {
+		log_debug("connect: not established within %u ms: the stream stays on TCP",
+			  cm_settings.handshake_ms);
+		cm_client_abandon(st);
+		st = NULL;
+		why = RSOCK_FB_PEER;
+	}
 	if (!st) {
 		atomic_store(&c->path, CONN_PATH_TCP);
 		stats_stream(0);
 		stats_fallback(why);
-	} else if (r == 0) {
-		client_settle(c, st, fd);
-		if (rdma_only && atomic_load(&c->path) != CONN_PATH_RDMA) {
-			rsock_real.shutdown(fd, SHUT_RDWR);
-			saved = ECONNREFUSED;
-			r = -1;
-		}
 	} else {
-		c->pending = st; /* the hello waits for the connection */
+		client_settle(c, st, fd);
+	}
+	if (rdma_only && atomic_load(&c->path) != CONN_PATH_RDMA) {
+		rsock_real.shutdown(fd, SHUT_RDWR);
+		saved = ECONNREFUSED;
+		r = -1;
 	}
 	errno = saved;
 	return r;

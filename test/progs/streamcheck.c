@@ -64,12 +64,18 @@ static const char *en(int e)
 static void sig(int p[2]) { char c = 1; if (write(p[1], &c, 1) != 1) abort(); }
 static void await(int p[2]) { char c; if (read(p[0], &c, 1) != 1) abort(); }
 
+/* Set around the scenario whose client is a forked child of a process that
+ * already uses the RDMA device: in this version such a child keeps its new
+ * streams on kernel TCP (doc/design.md section 6), so only the observations
+ * are compared there, not the transport. */
+static int any_transport;
+
 static void check_transport(int fd, const char *who)
 {
 	const char *want = getenv("RSOCK_EXPECT_TRANSPORT");
 	int (*ft)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "rsock_fd_transport");
 
-	if (!want)
+	if (!want || any_transport)
 		return;
 	int got = ft ? ft(fd) : -2;
 	if (got != atoi(want)) {
@@ -263,7 +269,9 @@ static void server(int lfd)
 	sig(sync_s2c);
 
 	/* 8: peer killed */
+	any_transport = 1;
 	fd = take(lfd);
+	any_transport = 0;
 	r = read_full(fd, b, 5);
 	say("S kill got %zd", r);
 	sig(sync_s2c); /* the client kills its helper now */
@@ -372,6 +380,7 @@ static void client(void)
 	/* 8: a helper process holds the stream and is killed */
 	pid_t k = fork();
 	if (k == 0) {
+		any_transport = 1;
 		int f = dial();
 		if (write(f, "hello", 5) != 5)
 			_exit(1);

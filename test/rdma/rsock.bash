@@ -1,0 +1,103 @@
+# rsock.bash - what the RDMA suites of librsock share, on top of
+# test/bats/helpers.bash (load that first): the test addresses, assertions on
+# librsock's own counters, and on the RDMA device counters.
+#
+# Environment (set by test/vm/vm-run in the guest, by the user on an RDMA host):
+#   RSOCK_TEST_ADDR_A, RSOCK_TEST_ADDR_B     two local addresses on RDMA-capable netdevs
+#   RSOCK_TEST_ADDR_PLAIN_PEER               an address with no RDMA path (optional)
+
+RSOCK_COUNTERS=$RSOCK_SRC_DIR/test/vm/rdma-counters
+
+# require_rdma_env: the addresses are set and an RDMA device exists.
+require_rdma_env() {
+	if [ -z "${RSOCK_TEST_ADDR_A:-}" ] || [ -z "${RSOCK_TEST_ADDR_B:-}" ]; then
+		echo "RSOCK_TEST_ADDR_A and RSOCK_TEST_ADDR_B are not set: run through test/rdma/run-suite" >&2
+		return 1
+	fi
+	if ! ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
+		echo "no RDMA device on this machine: run through test/rdma/run-suite" >&2
+		return 1
+	fi
+}
+
+ADDR_A=${RSOCK_TEST_ADDR_A:-}
+ADDR_B=${RSOCK_TEST_ADDR_B:-}
+ADDR_PLAIN_PEER=${RSOCK_TEST_ADDR_PLAIN_PEER:-}
+
+# rdma_pkts: packets sent by every RDMA device port so far.
+rdma_pkts() {
+	if [ -x "$RSOCK_COUNTERS" ]; then
+		"$RSOCK_COUNTERS" sent_pkts
+	else
+		cat /sys/class/infiniband/*/ports/*/hw_counters/sent_pkts 2>/dev/null | awk '{s += $1} END {print s + 0}'
+	fi
+}
+
+# rdma_snapshot / rdma_crossed MIN: at least MIN packets crossed an RDMA
+# device since the snapshot (the device's own witness, not ours).
+rdma_snapshot() {
+	RDMA_PKTS_BEFORE=$(rdma_pkts)
+}
+
+rdma_crossed() {
+	local now d
+	now=$(rdma_pkts)
+	d=$((now - RDMA_PKTS_BEFORE))
+	if [ "$d" -lt "$1" ]; then
+		echo "only $d packets crossed an RDMA device (expected >= $1)" >&2
+		return 1
+	fi
+	echo "# $d packets crossed the RDMA devices" >&3
+}
+
+# stats_line FILE: the last librsock stats line in FILE.
+stats_line() {
+	local line
+	line=$(grep -E 'rsock\[[0-9]+:[0-9]+\] info: stats: ' "$1" 2>/dev/null | tail -n 1)
+	if [ -z "$line" ]; then
+		echo "no librsock stats line in $1:" >&2
+		cat "$1" >&2 2>/dev/null
+		return 1
+	fi
+	printf '%s\n' "$line"
+}
+
+# stats_rdma FILE MIN tx|rx: a stream was carried by RDMA and at least MIN
+# bytes moved over RDMA in that direction.
+stats_rdma() {
+	local line n
+	line=$(stats_line "$1") || return 1
+	[[ "$line" =~ streams\ tcp=([0-9]+)\ rdma=([0-9]+).*rdma\ tx=([0-9]+)\ rx=([0-9]+) ]] || {
+		echo "unparsable stats line: $line" >&2
+		return 1
+	}
+	if [ "${BASH_REMATCH[2]}" -lt 1 ]; then
+		echo "no stream was carried by RDMA: $line" >&2
+		cat "$1" >&2
+		return 1
+	fi
+	if [ "$3" = tx ]; then n=${BASH_REMATCH[3]}; else n=${BASH_REMATCH[4]}; fi
+	if [ "$n" -lt "$2" ]; then
+		echo "only $n bytes $3 over RDMA (expected >= $2): $line" >&2
+		return 1
+	fi
+}
+
+# stats_tcp FILE REASON: every stream stayed on kernel TCP, at least one
+# fallback was counted for REASON, and no stream used RDMA.
+stats_tcp() {
+	local line
+	line=$(stats_line "$1") || return 1
+	[[ "$line" =~ streams\ tcp=([0-9]+)\ rdma=([0-9]+) ]] || {
+		echo "unparsable stats line: $line" >&2
+		return 1
+	}
+	if [ "${BASH_REMATCH[1]}" -lt 1 ] || [ "${BASH_REMATCH[2]}" -ne 0 ]; then
+		echo "expected kernel TCP only: $line" >&2
+		return 1
+	fi
+	if ! [[ "$line" =~ [\ ]$2=([1-9][0-9]*) ]]; then
+		echo "no fallback counted for '$2': $line" >&2
+		return 1
+	fi
+}

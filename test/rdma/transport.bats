@@ -1,0 +1,278 @@
+#!/usr/bin/env bats
+# The RDMA stream transport (doc/design.md sections 8-9), in the soft-RoCE
+# guest or on a host with an RDMA device: real, unmodified programs carry
+# their bytes over RDMA between two librsock processes, the application sees
+# exactly what kernel TCP gives it, and every mixed-peer case falls back to
+# kernel TCP without the application noticing.
+#
+# Which path carried the bytes is asserted twice: by librsock's own counters
+# (RSOCK_STATS=1) and by the RDMA device's packet counters.
+
+load ../bats/helpers
+load rsock
+
+setup_file() {
+	require_build
+	require_rdma_env
+}
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+	stop_all_bg
+}
+
+# ---- the differential semantics suite ------------------------------------------
+
+@test "streamcheck: the application observes the same over RDMA as over kernel TCP" {
+	local port
+	port=$(free_port)
+	bounded 120 env -u LD_PRELOAD "$PROGS/streamcheck" "$ADDR_B" "$ADDR_A" "$port" >tcp.txt 2>tcp.err || {
+		cat tcp.txt tcp.err >&2
+		false
+	}
+	port=$(free_port)
+	rdma_snapshot
+	bounded 120 env RSOCK_EXPECT_TRANSPORT=3 RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/rdma.log" \
+		LD_PRELOAD="$(rsock_preload_value)" "$PROGS/streamcheck" "$ADDR_B" "$ADDR_A" "$port" \
+		>rdma.txt 2>rdma.err || {
+		cat rdma.txt rdma.err rdma.log >&2
+		false
+	}
+	diff -u tcp.txt rdma.txt >&2
+	rdma_crossed 20
+	echo "# $(wc -l <tcp.txt) observations identical over kernel TCP and RDMA" >&3
+}
+
+# ---- real programs over RDMA ------------------------------------------------------
+
+@test "nc: 100 MB each way over RDMA, checksums equal" {
+	require_cmd nc
+	local port
+	rand_file data 100000000
+	port=$(free_port)
+	rdma_snapshot
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		sh -c "exec nc -l -s $ADDR_B -p $port >got"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 120 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		nc -N -s "$ADDR_A" "$ADDR_B" "$port" <data
+	wait_bg "$BG_PID" 60
+	same_file data got "nc client -> server"
+	stats_rdma cli.log 100000000 tx
+	stats_rdma srv.log 100000000 rx
+	rdma_crossed 10000
+
+	# the other direction: the server sends, the client receives
+	port=$(free_port)
+	BG_STDIN=data start_bg srv2 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv2.log" \
+		LD_PRELOAD="$(rsock_preload_value)" nc -N -l -s "$ADDR_B" -p "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 120 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli2.log" LD_PRELOAD="$(rsock_preload_value)" \
+		nc -d -s "$ADDR_A" "$ADDR_B" "$port" >got2
+	wait_bg "$BG_PID" 60
+	same_file data got2 "nc server -> client"
+	stats_rdma srv2.log 100000000 tx
+	stats_rdma cli2.log 100000000 rx
+}
+
+@test "iperf (iperf2): a 3 s stream over RDMA" {
+	require_cmd iperf
+	local port
+	port=$(free_port)
+	rdma_snapshot
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		iperf -s -B "$ADDR_B" -p "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		iperf -c "$ADDR_B" -B "$ADDR_A" -p "$port" -t 3 -f m >out.txt 2>&1 || {
+		cat out.txt >&2
+		false
+	}
+	grep -E 'Mbits/sec' out.txt
+	echo "# iperf over librsock: $(grep -oE '[0-9.]+ Mbits/sec' out.txt | tail -1)" >&3
+	stats_rdma cli.log 1000000 tx
+	rdma_crossed 1000
+}
+
+@test "curl against python3 -m http.server over RDMA: a 20 MB file, byte-exact" {
+	require_cmd curl python3
+	local port
+	mkdir www
+	rand_file www/blob 20000000
+	port=$(free_port)
+	rdma_snapshot
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 -m http.server -b "$ADDR_B" -d www "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		curl -sS --max-time 50 --interface "$ADDR_A" -o got "http://$ADDR_B:$port/blob"
+	same_file www/blob got "curl"
+	stats_rdma cli.log 20000000 rx
+	rdma_crossed 1000
+}
+
+# ---- mixed peers and fallback ---------------------------------------------------
+
+@test "plain TCP client to a librsock server: works, on TCP" {
+	local port
+	rand_file data 3000000
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		sh -c "exec nc -l -s $ADDR_B -p $port >got"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 30 env -u LD_PRELOAD nc -N -s "$ADDR_A" "$ADDR_B" "$port" <data
+	wait_bg "$BG_PID" 30
+	same_file data got "plain client -> librsock server"
+	stats_tcp srv.log peer
+}
+
+@test "librsock client to a plain server that speaks first: works, on TCP, no stray bytes" {
+	local port
+	port=$(free_port)
+	# The server greets, then echoes back what it receives: it must see
+	# exactly the application's bytes, nothing of the negotiation.
+	start_bg srv env -u LD_PRELOAD python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
+c, _ = s.accept(); c.sendall(b"220 hello\r\n")
+got = b""
+while True:
+    b = c.recv(65536)
+    if not b: break
+    got += b
+open("seen", "wb").write(got); c.sendall(b"bye " + str(len(got)).encode() + b"\n"); c.close()
+' "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	printf 'QUIT\r\n' >msg
+	bounded 30 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		nc -N -s "$ADDR_A" "$ADDR_B" "$port" <msg >reply
+	wait_bg "$BG_PID" 30
+	same_file msg seen "what the plain server saw"
+	[ "$(cat reply)" = "$(printf '220 hello\r\nbye 6')" ]
+	stats_tcp cli.log peer
+}
+
+@test "librsock client to a plain server that waits for the client: works, on TCP" {
+	local port
+	rand_file data 1000000
+	port=$(free_port)
+	start_bg srv env -u LD_PRELOAD sh -c "exec nc -l -s $ADDR_B -p $port >got"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 30 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		nc -N -s "$ADDR_A" "$ADDR_B" "$port" <data
+	wait_bg "$BG_PID" 30
+	same_file data got "librsock client -> plain server"
+	stats_tcp cli.log peer
+}
+
+@test "a second connect to the same plain peer adds no probe (negative cache)" {
+	local port i
+	port=$(free_port)
+	start_bg srv env -u LD_PRELOAD python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(16)
+for i in range(2):
+    c, _ = s.accept(); c.sendall(b"x"); c.close()
+' "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	# One process, two connects: the second must not probe again.
+	bounded 30 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" \
+		LD_PRELOAD="$(rsock_preload_value)" python3 -c '
+import socket, sys
+for i in range(2):
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), source_address=(sys.argv[3], 0))
+    assert c.recv(1) == b"x"; c.close()
+' "$ADDR_B" "$port" "$ADDR_A"
+	wait_bg "$BG_PID" 30
+	[ "$(grep -c 'probe of port' cli.log)" -eq 1 ] || {
+		cat cli.log >&2
+		false
+	}
+	stats_tcp cli.log peer
+}
+
+@test "no RDMA path (loopback, a netdev without RDMA): kernel TCP at once" {
+	local port addr
+	for addr in 127.0.0.1 "$ADDR_PLAIN_PEER"; do
+		port=$(free_port)
+		rand_file data 100000
+		start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+			sh -c "exec nc -l -s $addr -p $port >got"
+		wait_for_port "$port" 15 "$BG_PID"
+		bounded 30 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+			nc -N "$addr" "$port" <data
+		wait_bg "$BG_PID" 30
+		same_file data got "over $addr"
+		stats_tcp cli.log no_device
+		rm -f cli.log srv.log got
+	done
+}
+
+@test "closed port: ECONNREFUSED, as fast as kernel TCP" {
+	local port mode
+	port=$(free_port)
+	for mode in plain preload; do
+		run bounded 30 in_mode "$mode" python3 -c '
+import errno, socket, sys, time
+t = time.monotonic()
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), source_address=(sys.argv[3], 0))
+    print("connected")
+except OSError as e:
+    print(errno.errorcode[e.errno], round(time.monotonic() - t, 3))
+' "$ADDR_B" "$port" "$ADDR_A"
+		echo "$mode: $output"
+		[ "$status" -eq 0 ]
+		[[ "$(grep -E '^(ECONN|connected)' <<<"$output")" =~ ^ECONNREFUSED\ ([0-9.]+)$ ]]
+		# refused as fast as TCP: well under the probe bound
+		awk -v t="${BASH_REMATCH[1]}" 'BEGIN { exit !(t < 0.5) }'
+	done
+}
+
+@test "RSOCK_MODE=rdma: a plain peer is a clear error, not a silent fallback" {
+	local port
+	port=$(free_port)
+	start_bg srv env -u LD_PRELOAD sh -c "exec nc -l -s $ADDR_B -p $port >/dev/null"
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 30 env RSOCK_MODE=rdma LD_PRELOAD="$(rsock_preload_value)" nc -N -s "$ADDR_A" "$ADDR_B" "$port" </dev/null
+	echo "$output"
+	[ "$status" -ne 0 ]
+}
+
+# ---- endings --------------------------------------------------------------------
+
+@test "a peer killed with SIGKILL: EOF or ECONNRESET within a second, no hang" {
+	local port
+	port=$(free_port)
+	start_bg srv env LD_PRELOAD="$(rsock_preload_value)" python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
+c, _ = s.accept(); c.sendall(b"ready"); time.sleep(60)
+' "$ADDR_B" "$port"
+	local srv=$BG_PID
+	wait_for_port "$port" 15 "$srv"
+	run bounded 20 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" python3 -c '
+import os, socket, sys, time, signal
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), source_address=(sys.argv[3], 0))
+assert c.recv(5) == b"ready"
+os.kill(int(sys.argv[4]), signal.SIGKILL)
+t = time.monotonic()
+try:
+    r = c.recv(10)
+    what = "EOF" if r == b"" else "data"
+except ConnectionResetError:
+    what = "ECONNRESET"
+print(what, round(time.monotonic() - t, 2))
+' "$ADDR_B" "$port" "$ADDR_A" "$(pgrep -P "$srv" python3 || echo "$srv")"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" =~ ^(EOF|ECONNRESET)\ ([0-9.]+)$ ]]
+	awk -v t="${BASH_REMATCH[2]}" 'BEGIN { exit !(t < 1.0) }'
+	stats_rdma cli.log 5 rx
+}
