@@ -17,7 +17,7 @@ done
 
 BUILD_PKGS="build-essential autoconf automake libtool pkg-config librdmacm-dev libibverbs-dev uthash-dev libcmocka-dev"
 TEST_PKGS="bats curl python3 netcat-openbsd iperf3 iperf redis-server redis-tools nginx-light valgrind procps iproute2"
-VM_PKGS="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers rdmacm-utils perftest"
+VM_PKGS="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest iproute2 util-linux"
 
 apt_install() { # install the packages that are missing, updating the lists once
 	local missing=()
