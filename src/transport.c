@@ -18,6 +18,7 @@
 #include "transport.h"
 
 #define TP_CTL_RESERVE 2 /* send-queue slots kept for credits and FIN */
+#define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
 
 int tp_new(struct ibv_pd *pd, uint32_t ring_size, int tcp_fd, struct tp **out)
 {
@@ -371,13 +372,27 @@ static uint32_t send_room(struct tp *t, size_t want)
 	if (room > want)
 		room = want;
 	if (room > t->max_inline) {
+		/* A staged message: it needs contiguous room in the send ring.
+		 * Less than TP_MIN_STAGE there (or than the message) is not
+		 * worth a work request: skip the ring's end if the start has
+		 * room, else wait for completions (one is signalled whenever
+		 * the ring is more than half full). Trickling small pieces
+		 * would spend the message and receive budget on nothing. */
 		uint32_t tmask = t->tx.size - 1;
 		uint64_t tfree = ring_free(&t->tx);
 		uint32_t tcontig = t->tx.size - (uint32_t)(t->tx.tail & tmask);
+		uint32_t need = room < TP_MIN_STAGE ? (uint32_t)room : TP_MIN_STAGE;
+		if (tcontig < need && tfree >= (uint64_t)tcontig + need) {
+			t->tx.tail += tcontig; /* released with the next signalled completion */
+			tfree -= tcontig;
+			tcontig = t->tx.size;
+		}
 		if (tfree < tcontig)
 			tcontig = (uint32_t)tfree;
+		if (tcontig < need)
+			return 0;
 		if (room > tcontig)
-			room = tcontig > t->max_inline ? tcontig : t->max_inline;
+			room = tcontig;
 	}
 	return (uint32_t)room;
 }
