@@ -87,6 +87,20 @@ rdma() {
 }
 step "RDMA suite (soft-RoCE guest unless this host has an RDMA device)" rdma
 
+# The RDMA transport again, with the ASan+UBSan build of the library (the
+# negotiation and the data path run only where RDMA exists).
+rdma_asan() {
+	local log=$logdir/rdma-asan.tap
+	RSOCK_BUILD_DIR="$top/build-asan" RSOCK_SAN_PRELOAD="$asan:$ubsan" RSOCK_SANITIZED=1 \
+		ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1 \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		test/rdma/run-suite transport 2>&1 | tee "$log"
+	local rc=${PIPESTATUS[0]}
+	count_tap "$log"
+	return $rc
+}
+[ $quick = 1 ] || step "RDMA transport suite (ASan+UBSan build)" rdma_asan
+
 note "summary ($(( $(date +%s) - t0 )) s), logs in test-results/"
 [ ${#failed_steps[@]} -eq 0 ] || { echo "failed steps: ${failed_steps[*]}"; fail=$((fail + ${#failed_steps[@]})); }
 echo "tests: $pass passed, $fail failed, $skip skipped"
