@@ -35,10 +35,13 @@ dev_of() { # the RDMA device whose GID table holds IPv4 address $1
 }
 wait_port() { for _ in $(seq 100); do ss -ltn | grep -q ":$1 " && return 0; sleep 0.1; done; return 1; }
 row() { printf '| %-20s | %16s | %16s | %s\n' "$@"; }
-stats_of() { grep -ho 'streams tcp=[0-9]* rdma=[0-9]*' "$1" 2>/dev/null | tail -1; }
+stats_of() { # the program's own counters (not those of `timeout`, also preloaded)
+	grep -ho 'streams tcp=[0-9]* rdma=[0-9]*' "$1" 2>/dev/null | grep -v 'tcp=0 rdma=0' | tail -1
+}
 
 run_iperf() { # label, preload(0|1) -> one table row
-	local label=$1 pre=$2 env=(env) out before after port=$((5201 + pre))
+	local label=$1 pre=$2 env=(env) out before after port
+	port=$((5201 + pre))
 	[ "$pre" = 1 ] && env=(env LD_PRELOAD="$lib" RSOCK_STATS=1)
 	"${env[@]}" RSOCK_LOG_FILE="$logs/srv-$pre.log" iperf -s -B "$B" -p "$port" >/dev/null 2>&1 &
 	local srv=$!
