@@ -74,6 +74,8 @@ if [ $quick = 0 ]; then
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 	step "build with TSan" scripts/setup.sh --san tsan --no-deps
 	step "unit tests (TSan)" unit build-tsan
+	step "make distcheck (the release tarball builds and passes its checks)" \
+		sh -c 'make -C build -s distcheck >"$1" 2>&1 || { tail -30 "$1"; exit 1; }' sh "$logdir/distcheck.log"
 	step "unit tests (valgrind)" unit build \
 		"valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q"
 fi
