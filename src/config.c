@@ -9,6 +9,7 @@
 
 #include "cm.h"
 #include "config.h"
+#include "transport.h"
 #include "log.h"
 
 struct rsock_config rsock_config = {.mode = RSOCK_MODE_AUTO, .log_level = LOG_WARN};
@@ -121,6 +122,7 @@ int config_load(struct rsock_config *cfg)
 	config_env_ulong("RSOCK_PROBE_MS", 1, 60000, &cm_settings.probe_ms);
 	config_env_ulong("RSOCK_HANDSHAKE_MS", 1, 60000, &cm_settings.handshake_ms);
 	config_env_ulong("RSOCK_NEG_CACHE_S", 0, 86400, &cm_settings.neg_cache_s);
+	config_env_ulong("RSOCK_POLL_US", 0, 10000, &tp_settings.poll_us);
 	/* The ring size must be a power of two: round down. */
 	while (cm_settings.ring_kb & (cm_settings.ring_kb - 1))
 		cm_settings.ring_kb &= cm_settings.ring_kb - 1;

@@ -20,6 +20,8 @@
 #define TP_CTL_RESERVE 2 /* send-queue slots kept for credits and FIN */
 #define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
 
+struct tp_settings tp_settings = {.poll_us = 20};
+
 int tp_new(struct ibv_pd *pd, uint32_t ring_size, int tcp_fd, struct tp **out)
 {
 	struct tp *t = calloc(1, sizeof(*t));
@@ -278,6 +280,23 @@ static void wait_event(struct tp *t)
 {
 	struct pollfd p[2];
 
+	/* Bounded busy-poll first (RSOCK_POLL_US): a completion that arrives
+	 * within it costs no sleep and no wake-up. Never longer, so an idle
+	 * stream does not burn CPU. */
+	if (tp_settings.poll_us) {
+		struct timespec ts;
+		int64_t end;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		end = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (int64_t)tp_settings.poll_us * 1000;
+		for (;;) {
+			if (progress(t))
+				return;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			if ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec >= end)
+				break;
+		}
+	}
 	if (ibv_req_notify_cq(t->cq, 0)) {
 		t->err = -EIO;
 		return;

@@ -26,6 +26,12 @@
 #define TP_MAX_DATA_MSGS (TP_RQ_DEPTH / 2 - 1) /* see doc/design.md section 9 */
 #define TP_MAX_CHUNK (64u * 1024)
 
+/* Settings from the environment (config.c fills them). */
+struct tp_settings {
+	unsigned poll_us; /* RSOCK_POLL_US: busy-poll before blocking, microseconds */
+};
+extern struct tp_settings tp_settings RSOCK_HIDDEN;
+
 struct tp {
 	pthread_mutex_t lock;
 	struct rdma_cm_id *id;       /* owns the QP; NULL until connected */

@@ -39,6 +39,16 @@ works_with() {
 	grep -q '^rsock\[.*RSOCK_RING_KB=lots' pre.err
 }
 
+@test "config: the transport's variables are range-checked (out of range warns, in range is silent)" {
+	works_with RSOCK_POLL_US=20000 RSOCK_PROBE_MS=0 RSOCK_HANDSHAKE_MS=x RSOCK_NEG_CACHE_S=-1
+	grep -q '^rsock\[.*RSOCK_POLL_US=20000' pre.err
+	grep -q '^rsock\[.*RSOCK_PROBE_MS=0' pre.err
+	grep -q '^rsock\[.*RSOCK_HANDSHAKE_MS=x' pre.err
+	grep -q '^rsock\[.*RSOCK_NEG_CACHE_S=-1' pre.err
+	works_with RSOCK_POLL_US=0 RSOCK_PROBE_MS=500 RSOCK_HANDSHAKE_MS=1000 RSOCK_NEG_CACHE_S=0
+	! grep -q 'rsock\[' pre.err
+}
+
 @test "config: RSOCK_MODE=tcp and RSOCK_MODE=auto are accepted silently" {
 	works_with RSOCK_MODE=tcp
 	! grep -q 'rsock\[' pre.err
