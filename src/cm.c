@@ -6,6 +6,7 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -464,6 +465,7 @@ static void on_connect_request(struct rdma_cm_event *ev)
 		uint64_t token;
 		struct pending *p;
 		memcpy(&token, pd, 8);
+		token = le64toh(token); /* little-endian on the wire (design.md section 9) */
 		pthread_mutex_lock(&cm_lock);
 		for (p = pendings; p; p = p->next)
 			if (p->token == token && p->state == PEND_WAIT)
@@ -1003,7 +1005,8 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 		log_debug("data connection: no QP (%d)", rc);
 		goto fail;
 	}
-	tp_conn_param(&cp, &c->token, sizeof(c->token));
+	uint64_t wire_token = htole64(c->token); /* little-endian on the wire */
+	tp_conn_param(&cp, &wire_token, sizeof(wire_token));
 	why = RSOCK_FB_PEER;
 	if (rdma_connect(c->id, &cp))
 		goto fail;
