@@ -23,15 +23,12 @@
 
 /* Look fd up. Returns the transport of an RDMA stream, or NULL for kernel
  * TCP (then *c may still be a tracked conn, for the counters). A late hello
- * answer at the head of a TCP stream is dropped first. *early is set (and
- * NULL returned) when the call must return *early without touching the
- * kernel. */
-static struct tp *io_begin(int fd, struct conn **cp, ssize_t *early)
+ * answer at the head of a TCP stream is dropped first. */
+static struct tp *io_begin(int fd, struct conn **cp)
 {
 	struct conn *c = shim_conn(fd);
 
 	*cp = c;
-	*early = 0;
 	if (!c)
 		return NULL;
 	if (RSOCK_UNLIKELY(c->stale_ack)) {
@@ -85,11 +82,9 @@ static ssize_t rdma_send(struct conn *c, struct tp *t, int fd, const struct iove
 		struct conn *c_;                                       \
 		struct tp *t_;                                         \
 		ssize_t r_;                                            \
-		t_ = io_begin(fd, &c_, &r_);                           \
+		t_ = io_begin(fd, &c_);                                \
 		if (t_) {                                              \
 			r_ = shim_ret(rdma_expr);                      \
-		} else if (r_) {                                       \
-			r_ = shim_ret(r_);                             \
 		} else {                                               \
 			r_ = real_expr;                                \
 			if (c_ && !((flags) & MSG_PEEK))               \
@@ -299,11 +294,9 @@ static RSOCK_COLD int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 	struct tp *t;
 	ssize_t r;
 
-	t = io_begin(fd, &c, &r);
+	t = io_begin(fd, &c);
 	if (t) {
 		r = shim_ret(rdma_mmsg(c, t, fd, vec, vlen, flags, 1));
-	} else if (r) {
-		r = shim_ret(r);
 	} else {
 		r = REAL_CALL(sendmmsg, fd, vec, vlen, flags);
 		if (c)
@@ -327,11 +320,9 @@ static RSOCK_COLD int recvmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 	struct tp *t;
 	ssize_t r;
 
-	t = io_begin(fd, &c, &r);
+	t = io_begin(fd, &c);
 	if (t) {
 		r = shim_ret(rdma_mmsg(c, t, fd, vec, vlen, flags, 0));
-	} else if (r) {
-		r = shim_ret(r);
 	} else {
 		r = REAL_CALL(recvmmsg, fd, vec, vlen, flags, tmo);
 		if (c)
@@ -379,14 +370,12 @@ static RSOCK_COLD ssize_t sendfile_slow(int out_fd, int in_fd, off_t *off, size_
 	off64_t o = off ? *off : 0;
 	ssize_t r;
 	struct conn *c;
-	struct tp *t = io_begin(out_fd, &c, &r);
+	struct tp *t = io_begin(out_fd, &c);
 
 	if (t) {
 		r = shim_ret(rdma_sendfile(c, t, out_fd, in_fd, off ? &o : NULL, n));
 		if (off)
 			*off = (off_t)o;
-	} else if (r) {
-		r = shim_ret(r);
 	} else {
 		r = REAL_CALL(sendfile, out_fd, in_fd, off, n);
 		if (c)
