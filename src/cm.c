@@ -243,18 +243,23 @@ static struct cm_dev *dev_find(struct ibv_context *ctx)
 	return d;
 }
 
-/* 1 when this process may use ctx (it opened it, as far as the library can
- * tell), 0 otherwise. Records ctx as this process's when first seen. */
+/* The record of ctx when this process may use it (it opened it, as far as
+ * the library can tell), else NULL. Records ctx as this process's when first
+ * seen. Caller holds cm_lock. */
+static struct cm_dev *dev_mine(struct ibv_context *ctx)
+{
+	struct cm_dev *d = ctx ? dev_find(ctx) : NULL;
+
+	return d && d->pid == getpid() ? d : NULL;
+}
+
+/* dev_mine() for a caller that does not hold cm_lock: 1 or 0. */
 static int dev_usable(struct ibv_context *ctx)
 {
-	struct cm_dev *d;
 	int ok;
 
-	if (!ctx)
-		return 0;
 	pthread_mutex_lock(&cm_lock);
-	d = dev_find(ctx);
-	ok = d && d->pid == getpid();
+	ok = dev_mine(ctx) != NULL;
 	pthread_mutex_unlock(&cm_lock);
 	return ok;
 }
@@ -267,8 +272,7 @@ static struct ibv_pd *pd_for(struct ibv_context *ctx)
 	struct ibv_pd *pd = NULL;
 
 	pthread_mutex_lock(&cm_lock);
-	d = dev_find(ctx);
-	if (d && d->pid == getpid()) {
+	if ((d = dev_mine(ctx))) {
 		if (!d->pd)
 			d->pd = ibv_alloc_pd(ctx);
 		pd = d->pd;
@@ -640,7 +644,6 @@ static int has_beacon(const void *owner)
 static struct listener *listener_for(const struct sockaddr *local)
 {
 	struct listener *l;
-	struct cm_dev *d;
 	struct sockaddr_storage ss;
 
 	for (l = listeners; l; l = l->next) {
@@ -661,8 +664,8 @@ static struct listener *listener_for(const struct sockaddr *local)
 		free(l);
 		return NULL;
 	}
-	if (rdma_bind_addr(l->id, (struct sockaddr *)&ss) || rdma_listen(l->id, 1024) || !l->id->verbs ||
-	    !(d = dev_find(l->id->verbs)) || d->pid != getpid()) {
+	if (rdma_bind_addr(l->id, (struct sockaddr *)&ss) || rdma_listen(l->id, 1024) ||
+	    !dev_mine(l->id->verbs)) {
 		rdma_destroy_id(l->id);
 		free(l);
 		return NULL;
@@ -980,13 +983,13 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 		why = RSOCK_FB_PEER;
 		goto fail;
 	}
-	if (r <= 0 || proto_hello_ack_decode(buf, (size_t)r, &a) <= 0) {
+	if (r <= 0 || (rc = proto_hello_ack_decode(buf, (size_t)r, &a)) <= 0) {
 		/* Not an answer: a librsock server that saw our hello only after
 		 * writing application bytes; those bytes stay for the application. */
 		why = RSOCK_FB_PROTOCOL;
 		goto fail_nocancel;
 	}
-	ctl_consume(fd, (size_t)proto_hello_ack_decode(buf, (size_t)r, &a));
+	ctl_consume(fd, (size_t)rc);
 	if (a.status) {
 		why = a.status < RSOCK_FB_MAX ? a.status : RSOCK_FB_PROTOCOL;
 		goto fail_nocancel;
@@ -1075,7 +1078,7 @@ int cm_server_accept(const void *owner, int fd, struct tp **out)
 		log_debug("accept: no usable hello (%zd bytes, decode %d)", r, r > 0 ? rc : 0);
 		return RSOCK_FB_PROTOCOL; /* leave the bytes to the application */
 	}
-	ctl_consume(fd, (size_t)proto_hello_decode(buf, (size_t)r, &h));
+	ctl_consume(fd, (size_t)rc);
 
 	pthread_mutex_lock(&cm_lock);
 	l = listener_for((struct sockaddr *)&local);
