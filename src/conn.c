@@ -8,6 +8,7 @@
 
 #include "cm.h"
 #include "conn.h"
+#include "epoll.h"
 #include "stats.h"
 #include "transport.h"
 
@@ -40,9 +41,17 @@ void conn_unref(struct conn *c)
 		cm_unlisten(c);
 	if (c->tp)
 		tp_close(c->tp, 0);
+	if (c->ep)
+		ep_destroy(c->ep);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
 	errno = saved;
+}
+
+void conn_fd_gone(struct conn *c)
+{
+	if (c && atomic_fetch_sub_explicit(&c->nfds, 1, memory_order_acq_rel) == 1 && c->ep_items)
+		ep_conn_closed(c);
 }
 
 void conn_account_tx(struct conn *c, long long r)

@@ -31,6 +31,8 @@ enum conn_path {
 
 struct tp;
 struct cm_client;
+struct ep;
+struct ep_item;
 
 struct conn {
 	_Atomic unsigned refs;
@@ -45,6 +47,10 @@ struct conn {
 	_Atomic int path;       /* enum conn_path */
 	_Atomic int rules;      /* enum rules_transport decided at connect/listen */
 	_Atomic uint64_t tx_bytes, rx_bytes;
+
+	struct ep *ep;          /* not a stream but an epoll instance (epoll.c); immutable */
+	struct ep_item *ep_items; /* this stream's epoll registrations (epoll.c's global lock) */
+	_Atomic int nfds;       /* descriptors of this process in the fd table */
 };
 
 /* A new conn with one reference, or NULL (out of memory). */
@@ -54,6 +60,11 @@ struct conn *conn_ref(struct conn *c);
 /* Drop a reference; the last one tears the stream down (RDMA connection,
  * beacon) and frees the object. NULL is allowed. */
 void conn_unref(struct conn *c);
+
+/* A descriptor of c left the fd table (close, dup2 over it, close_range).
+ * When it was the last one, c leaves every epoll instance, as a closed file
+ * leaves the kernel's. */
+void conn_fd_gone(struct conn *c);
 
 /* Account bytes carried for this stream (r > 0 only). */
 void conn_account_tx(struct conn *c, long long r);

@@ -17,6 +17,11 @@ int event_any_rdma_pollfd(const struct pollfd *fds, nfds_t n);
 int event_any_rdma_fdset(int nfds, const fd_set *r, const fd_set *w, const fd_set *e);
 int event_fd_is_rdma(int fd);
 
+/* Wake every epoll instance of the process that watches an RDMA stream so
+ * that it looks at its streams again (epoll.c): a completion event it may
+ * have slept on was consumed elsewhere. Async-signal-unsafe, lock-free. */
+void event_kick(void);
+
 #endif
 
 /* ppoll() over a set that holds RDMA streams: kernel descriptors are polled

@@ -81,6 +81,7 @@ int fdtab_insert(int fd, struct conn *c)
 		return -ENOMEM;
 	e->fd = fd;
 	e->conn = conn_ref(c);
+	atomic_fetch_add_explicit(&c->nfds, 1, memory_order_relaxed);
 
 	pthread_rwlock_wrlock(&fdtab_lock);
 	old = remove_locked(fd);
@@ -95,8 +96,10 @@ int fdtab_insert(int fd, struct conn *c)
 	}
 	pthread_rwlock_unlock(&fdtab_lock);
 
+	conn_fd_gone(old);
 	conn_unref(old);
 	if (rc) {
+		conn_fd_gone(e->conn);
 		conn_unref(e->conn);
 		free(e);
 	}
@@ -123,6 +126,7 @@ struct conn *fdtab_take(int fd)
 	pthread_rwlock_wrlock(&fdtab_lock);
 	c = remove_locked(fd);
 	pthread_rwlock_unlock(&fdtab_lock);
+	conn_fd_gone(c);
 	return c;
 }
 
@@ -145,6 +149,7 @@ void fdtab_remove_range(unsigned lo, unsigned hi)
 	while (gone) {
 		e = gone;
 		gone = e->hh.next;
+		conn_fd_gone(e->conn);
 		conn_unref(e->conn);
 		free(e);
 	}

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "event.h"
 #include "log.h"
 #include "real.h"
 #include "stats.h"
@@ -21,6 +22,8 @@
 #define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
 
 struct tp_settings tp_settings = {.poll_us = 20};
+
+static int arm(struct tp *t);
 
 int tp_new(struct ibv_pd *pd, uint32_t ring_size, int tcp_fd, struct tp **out)
 {
@@ -225,6 +228,7 @@ static int progress(struct tp *t)
 		return 0;
 	while ((n = ibv_poll_cq(t->cq, (int)RSOCK_ARRAY_SIZE(wc), wc)) > 0) {
 		total += n;
+		atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				if (!t->err)
@@ -259,12 +263,16 @@ static void check_control(struct tp *t)
 	ssize_t r = rsock_real.recv(t->tcp_fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 
 	if (r == 0) {
-		if (!t->peer_gone)
+		if (!t->peer_gone) {
 			log_debug("fd %d: the control connection was closed by the peer", t->tcp_fd);
+			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+		}
 		t->peer_gone = 1;
 	} else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		if (!t->err)
 			t->err = -errno;
+		if (!t->peer_gone)
+			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		t->peer_gone = 1;
 	} else if (r > 0) {
 		/* Nothing but FIN/RST is expected on the control connection of an
@@ -297,7 +305,7 @@ static void wait_event(struct tp *t)
 				break;
 		}
 	}
-	if (ibv_req_notify_cq(t->cq, 0)) {
+	if (arm(t)) {
 		t->err = -EIO;
 		return;
 	}
@@ -320,13 +328,35 @@ static void wait_event(struct tp *t)
 
 void tp_wait_done(struct tp *t)
 {
+	/* An epoll instance watching this stream may have been sleeping on
+	 * the event just consumed: make it look again. */
+	if (tp_consume(t) && atomic_load_explicit(&t->watchers, memory_order_relaxed))
+		event_kick();
+}
+
+int tp_consume(struct tp *t)
+{
 	struct ibv_cq *cq;
 	void *ctx;
 
-	if (t->owner != getpid())
-		return; /* the channel is the parent's */
-	if (ibv_get_cq_event(t->cc, &cq, &ctx) == 0)
-		ibv_ack_cq_events(cq, 1);
+	if (t->owner != getpid() || !t->cc)
+		return 0; /* the channel is the parent's */
+	if (ibv_get_cq_event(t->cc, &cq, &ctx))
+		return 0;
+	ibv_ack_cq_events(cq, 1);
+	atomic_store_explicit(&t->armed, 0, memory_order_relaxed);
+	return 1;
+}
+
+/* Request a completion event unless one is already requested. */
+static int arm(struct tp *t)
+{
+	if (atomic_load_explicit(&t->armed, memory_order_relaxed))
+		return 0;
+	if (ibv_req_notify_cq(t->cq, 0))
+		return -EIO;
+	atomic_store_explicit(&t->armed, 1, memory_order_relaxed);
+	return 0;
 }
 
 /* Return consumed bytes to the peer. Caller holds the lock. */
@@ -565,25 +595,52 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	return r;
 }
 
-short tp_poll_events(struct tp *t)
+/* Readiness of t; caller holds the lock. */
+static short ready_locked(struct tp *t)
 {
 	short ev = 0;
 
-	if (foreign(t))
-		return POLLERR | POLLHUP;
-	pthread_mutex_lock(&t->lock);
-	progress(t);
-	check_control(t);
 	if (ring_used(&t->rx) || t->eof || t->peer_gone || t->err)
-		ev |= POLLIN;
+		ev |= POLLIN | POLLRDNORM;
 	if (t->eof || t->peer_gone)
 		ev |= POLLRDHUP;
 	if (t->err && t->err != -EPIPE)
-		ev |= POLLERR | POLLHUP;
+		ev |= POLLERR | POLLHUP | POLLRDHUP; /* a reset shuts both directions */
 	else if ((t->eof || t->peer_gone) && t->fin_sent)
 		ev |= POLLHUP;
 	if (t->fin_sent || t->peer_gone || t->err || send_room(t, 1))
-		ev |= POLLOUT;
+		ev |= POLLOUT | POLLWRNORM;
+	return ev;
+}
+
+short tp_poll_events(struct tp *t)
+{
+	return tp_ready(t, 0, NULL);
+}
+
+short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
+{
+	short ev;
+
+	if (foreign(t)) {
+		if (seq)
+			*seq = 0;
+		return POLLERR | POLLHUP;
+	}
+	pthread_mutex_lock(&t->lock);
+	progress(t);
+	check_control(t);
+	ev = ready_locked(t);
+	if (do_arm && !atomic_load_explicit(&t->armed, memory_order_relaxed)) {
+		/* Arm, then look again: a completion that came before the
+		 * arming raised no event. */
+		if (arm(t) && !t->err)
+			t->err = -EIO;
+		if (progress(t))
+			ev = ready_locked(t);
+	}
+	if (seq)
+		*seq = atomic_load_explicit(&t->evseq, memory_order_relaxed);
 	pthread_mutex_unlock(&t->lock);
 	return ev;
 }
@@ -595,9 +652,14 @@ int tp_wait_fd(struct tp *t)
 	if (t->owner != getpid())
 		return -1;
 	pthread_mutex_lock(&t->lock);
-	fd = ibv_req_notify_cq(t->cq, 0) ? -1 : t->cc->fd;
+	fd = arm(t) ? -1 : t->cc->fd;
 	pthread_mutex_unlock(&t->lock);
 	return fd;
+}
+
+int tp_event_fd(struct tp *t)
+{
+	return t->owner == getpid() && t->cc ? t->cc->fd : -1;
 }
 
 int tp_readable_bytes(struct tp *t)
@@ -659,8 +721,14 @@ void tp_close(struct tp *t, int abort)
 	}
 	pthread_mutex_lock(&t->lock);
 	if (t->up && !t->err && !t->peer_gone) {
+		struct linger lg = {0, 0};
+		socklen_t ll = sizeof(lg);
 		progress(t);
 		abort |= ring_used(&t->rx) > 0;
+		/* SO_LINGER {1, 0}: the application asked for a reset. */
+		if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 &&
+		    lg.l_onoff && !lg.l_linger)
+			abort = 1;
 		if (abort) {
 			post_ctl(t, PROTO_IMM_RESET);
 		} else if (!t->fin_sent) {

@@ -9,6 +9,7 @@
 #define RSOCK_TRANSPORT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -73,6 +74,11 @@ struct tp {
 	int fin_sent;
 	int peer_gone;               /* control connection closed by the peer */
 	int err;                     /* sticky -errno: -ECONNRESET, -EIO ... */
+
+	/* Readiness plumbing for poll and epoll (event.c, epoll.c). */
+	_Atomic int armed;           /* a completion event is requested or pending */
+	_Atomic uint64_t evseq;      /* counts completions and control events */
+	_Atomic int watchers;        /* epoll registrations of this stream */
 };
 
 /* Allocate the stream and its rings (rx and tx of ring_size bytes each),
@@ -106,8 +112,24 @@ short tp_poll_events(struct tp *t);
  * channel), after arming notification. Returns -1 when nothing needs arming
  * (already ready). */
 int tp_wait_fd(struct tp *t);
-/* Consume a completion-channel event after the wait fd fired. */
+/* Consume a completion-channel event after the wait fd fired; when epoll
+ * instances watch the stream they are kicked (event_kick) so that none
+ * sleeps on the event consumed here. */
 void tp_wait_done(struct tp *t);
+
+/* Consume a pending completion-channel event without kicking. Returns 1 if
+ * there was one. Lock not held. */
+int tp_consume(struct tp *t);
+
+/* Readiness like tp_poll_events(); *seq (if given) receives the stream's
+ * event count, which grows with every completion and control event (the
+ * edges of edge-triggered epoll). With do_arm, completion events are
+ * requested too (unless they already are), so that the completion channel
+ * (tp_event_fd) becomes readable on the next completion. */
+short tp_ready(struct tp *t, int do_arm, uint64_t *seq);
+
+/* The completion channel's descriptor, or -1 (not this process's stream). */
+int tp_event_fd(struct tp *t);
 
 /* Bytes readable now (FIONREAD). */
 int tp_readable_bytes(struct tp *t);

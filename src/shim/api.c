@@ -25,7 +25,7 @@ RSOCK_EXPORT int rsock_fd_transport(int fd)
 		errno = EBADF;
 		return -1;
 	}
-	if ((c = fdtab_get(fd))) {
+	if ((c = fdtab_get(fd)) && !c->ep) {
 		switch (atomic_load(&c->path)) {
 		case CONN_PATH_TCP:
 			t = RSOCK_TRANSPORT_TCP;
@@ -36,8 +36,8 @@ RSOCK_EXPORT int rsock_fd_transport(int fd)
 		default:
 			t = RSOCK_TRANSPORT_UNDECIDED;
 		}
-		conn_unref(c);
 	}
+	conn_unref(c);
 	return t;
 }
 

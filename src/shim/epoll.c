@@ -1,41 +1,112 @@
-/* shim/epoll.c - epoll. Kernel-TCP streams are registered as they are; the
- * RDMA readiness path plugs into epoll_ctl for streams carried by RDMA. */
+/* shim/epoll.c - epoll. Registrations of streams carried by kernel TCP are
+ * the kernel's; an instance that holds RDMA streams is driven by epoll.c,
+ * and an instance that holds none costs a table lookup per wait. */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
 #include "shim.h"
 
+#include "../epoll.h"
+
 RSOCK_EXPORT int epoll_create(int size)
 {
-	shim_active();
-	return REAL_CALL(epoll_create, size);
+	int fd = REAL_CALL(epoll_create, size);
+
+	if (fd >= 0 && shim_active()) {
+		int saved = errno;
+		ep_track_new(fd);
+		errno = saved;
+	}
+	return fd;
 }
 
 RSOCK_EXPORT int epoll_create1(int flags)
 {
-	shim_active();
-	return REAL_CALL(epoll_create1, flags);
+	int fd = REAL_CALL(epoll_create1, flags);
+
+	if (fd >= 0 && shim_active()) {
+		int saved = errno;
+		ep_track_new(fd);
+		errno = saved;
+	}
+	return fd;
 }
 
 RSOCK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	SHIM_PASS_FD(epoll_ctl, fd, epfd, op, fd, ev);
+	struct conn *c;
+	int rc;
+
+	if (shim_fast(fd))
+		return rsock_real.epoll_ctl(epfd, op, fd, ev);
+	if (!(c = shim_conn(fd)))
+		return REAL_CALL(epoll_ctl, epfd, op, fd, ev);
+	rc = ep_ctl(epfd, op, fd, c, ev);
+	conn_unref(c);
+	if (rc == 1)
+		return REAL_CALL(epoll_ctl, epfd, op, fd, ev);
+	return (int)shim_ret(rc);
+}
+
+/* The wait of an instance epoll.c drives, or EP_PASS. */
+static int wait_slow(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
+		     const sigset_t *mask)
+{
+	struct conn *c;
+	int rc;
+
+	if (!shim_active() || !(c = fdtab_get(epfd)))
+		return EP_PASS;
+	rc = c->ep ? ep_wait(c, epfd, ev, max, tmo, mask) : EP_PASS;
+	conn_unref(c);
+	return rc;
+}
+
+static const struct timespec *ms_to_ts(int timeout, struct timespec *ts)
+{
+	if (timeout < 0)
+		return NULL;
+	ts->tv_sec = timeout / 1000;
+	ts->tv_nsec = (timeout % 1000) * 1000000L;
+	return ts;
 }
 
 RSOCK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
-	SHIM_PASS_FD(epoll_wait, epfd, epfd, ev, max, timeout);
+	struct timespec ts;
+	int rc;
+
+	if (shim_fast(epfd))
+		return rsock_real.epoll_wait(epfd, ev, max, timeout);
+	rc = wait_slow(epfd, ev, max, ms_to_ts(timeout, &ts), NULL);
+	if (rc == EP_PASS)
+		return REAL_CALL(epoll_wait, epfd, ev, max, timeout);
+	return (int)shim_ret(rc);
 }
 
 RSOCK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
 			     const sigset_t *mask)
 {
-	SHIM_PASS_FD(epoll_pwait, epfd, epfd, ev, max, timeout, mask);
+	struct timespec ts;
+	int rc;
+
+	if (shim_fast(epfd))
+		return rsock_real.epoll_pwait(epfd, ev, max, timeout, mask);
+	rc = wait_slow(epfd, ev, max, ms_to_ts(timeout, &ts), mask);
+	if (rc == EP_PASS)
+		return REAL_CALL(epoll_pwait, epfd, ev, max, timeout, mask);
+	return (int)shim_ret(rc);
 }
 
 RSOCK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
 			      const sigset_t *mask)
 {
-	shim_active();
-	return REAL_CALL(epoll_pwait2, epfd, ev, max, tmo, mask);
+	int rc;
+
+	if (shim_fast(epfd) || !rsock_real.epoll_pwait2)
+		return REAL_CALL(epoll_pwait2, epfd, ev, max, tmo, mask);
+	rc = wait_slow(epfd, ev, max, tmo, mask);
+	if (rc == EP_PASS)
+		return REAL_CALL(epoll_pwait2, epfd, ev, max, tmo, mask);
+	return (int)shim_ret(rc);
 }

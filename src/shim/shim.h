@@ -40,7 +40,13 @@ static inline int shim_active(void)
 
 static inline struct conn *shim_conn(int fd)
 {
-	return shim_active() ? fdtab_get(fd) : NULL;
+	struct conn *c = shim_active() ? fdtab_get(fd) : NULL;
+
+	if (RSOCK_UNLIKELY(c && c->ep)) { /* an epoll instance: not a stream */
+		conn_unref(c);
+		c = NULL;
+	}
+	return c;
 }
 
 /* The one errno helper: r < 0 is -errno. */

@@ -9,6 +9,7 @@
 
 #include "../cm.h"
 #include "../config.h"
+#include "../epoll.h"
 #include "../log.h"
 #include "../stats.h"
 #include "../transport.h"
@@ -183,6 +184,7 @@ static void client_settle(struct conn *c, struct cm_client *st, int fd)
 	if (why == 0) {
 		c->tp = t;
 		atomic_store(&c->path, CONN_PATH_RDMA);
+		ep_stream_converted();
 	} else {
 		c->stale_ack = stale;
 		atomic_store(&c->path, CONN_PATH_TCP);

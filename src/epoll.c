@@ -1,0 +1,700 @@
+/* epoll.c - see epoll.h and doc/design.md section 10.
+ *
+ * Lock order: ep_glock (registrations: every conn's ep_items list and the
+ * creation of shadows) -> ep->lock (items, ready list) -> tp->lock. ep_wait
+ * takes ep->lock only, and never holds it while sleeping. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+static __thread int ep_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (ep_oom = 1)
+#include <uthash.h>
+#include <utlist.h>
+
+#include "epoll.h"
+#include "event.h"
+#include "fdtab.h"
+#include "log.h"
+#include "real.h"
+#include "transport.h"
+
+struct ep_item {
+	UT_hash_handle hh;       /* ep->items, by fd */
+	UT_hash_handle hp;       /* ep->tags, by address (the kernel-side tag) */
+	struct ep *ep;
+	struct conn *c;          /* the stream (a reference) */
+	struct ep_item *cnext;   /* c->ep_items (ep_glock) */
+	struct ep_item *prev, *next; /* ep->ready */
+	int fd;                  /* the application's descriptor */
+	int rdma;                /* 1: ours; 0: the kernel holds it, kept to convert it */
+	int on_ready;
+	int disabled;            /* EPOLLONESHOT fired */
+	int efd, cfd;            /* internal descriptors registered for it, or -1 */
+	uint32_t events;
+	epoll_data_t data;
+	uint64_t seen;           /* EPOLLET: the stream's event count when last reported */
+	struct ep_item *self;    /* key of hp */
+};
+
+struct ep {
+	pthread_mutex_t lock;
+	pid_t owner;             /* the process that made the shadow */
+	int kfd;                 /* our duplicate of the epoll descriptor, or -1 */
+	int bell;                /* eventfd: readable while the ready list is not empty */
+	int bell_on;
+	struct ep_item *items, *tags, *ready;
+	unsigned n_rdma, n_watch;
+	uint64_t conv_seen;
+};
+
+static pthread_mutex_t ep_glock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t ep_conv_gen;
+static _Atomic int ep_kick_fd = -1;
+static char ep_kick_tag; /* its address tags the kick descriptor */
+
+void ep_stream_converted(void)
+{
+	atomic_fetch_add_explicit(&ep_conv_gen, 1, memory_order_release);
+}
+
+void event_kick(void)
+{
+	int fd = atomic_load_explicit(&ep_kick_fd, memory_order_acquire);
+	uint64_t one = 1;
+
+	if (fd >= 0 && rsock_real.write(fd, &one, sizeof(one)) < 0)
+		log_debug("epoll: kick: %d", errno);
+}
+
+/* The process's kick descriptor (made once). */
+static int kick_fd(void)
+{
+	int fd = atomic_load_explicit(&ep_kick_fd, memory_order_acquire), expect = -1;
+
+	if (fd >= 0)
+		return fd;
+	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (!atomic_compare_exchange_strong(&ep_kick_fd, &expect, fd)) {
+		rsock_real.close(fd);
+		fd = expect;
+	}
+	return fd;
+}
+
+static struct ep *ep_new(void)
+{
+	struct ep *ep = calloc(1, sizeof(*ep));
+
+	if (!ep)
+		return NULL;
+	pthread_mutex_init(&ep->lock, NULL);
+	ep->owner = getpid();
+	ep->kfd = ep->bell = -1;
+	return ep;
+}
+
+void ep_track_new(int epfd)
+{
+	struct conn *c;
+
+	if (epfd < 0 || !(c = conn_new(AF_UNSPEC)))
+		return;
+	if (!(c->ep = ep_new()) || fdtab_insert(epfd, c))
+		log_debug("epoll: fd %d not tracked", epfd);
+	conn_unref(c);
+}
+
+/* Give ep its kernel-side helpers (our duplicate of the instance, the bell,
+ * the kick) the first time it holds an RDMA stream. Caller holds ep->lock. */
+static int ep_arm_kernel(struct ep *ep, int epfd)
+{
+	struct epoll_event e = {.events = EPOLLIN};
+	int kick;
+
+	if (ep->kfd >= 0)
+		return 0;
+	if ((kick = kick_fd()) < 0)
+		return kick;
+	ep->kfd = rsock_real.fcntl(epfd, F_DUPFD_CLOEXEC, 512);
+	if (ep->kfd < 0)
+		ep->kfd = rsock_real.fcntl(epfd, F_DUPFD_CLOEXEC, 0);
+	if (ep->kfd < 0)
+		return -errno;
+	ep->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ep->bell < 0)
+		goto fail;
+	e.data.ptr = &ep->bell;
+	if (rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_ADD, ep->bell, &e))
+		goto fail; /* EINVAL: epfd is not an epoll instance */
+	e.events = EPOLLIN | EPOLLET;
+	e.data.ptr = &ep_kick_tag;
+	if (rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_ADD, kick, &e))
+		goto fail;
+	return 0;
+fail: {
+	int rc = -errno;
+	if (ep->bell >= 0)
+		rsock_real.close(ep->bell);
+	rsock_real.close(ep->kfd);
+	ep->kfd = ep->bell = -1;
+	return rc;
+}
+}
+
+/* The bell follows the ready list. Caller holds ep->lock. */
+static void bell_update(struct ep *ep)
+{
+	uint64_t v = 1;
+	int want = ep->ready != NULL;
+
+	if (ep->bell < 0 || want == ep->bell_on)
+		return;
+	if (want)
+		(void)!rsock_real.write(ep->bell, &v, sizeof(v));
+	else
+		(void)!rsock_real.read(ep->bell, &v, sizeof(v));
+	ep->bell_on = want;
+}
+
+static void ready_add(struct ep *ep, struct ep_item *it)
+{
+	if (it->on_ready || !it->rdma)
+		return;
+	DL_APPEND(ep->ready, it);
+	it->on_ready = 1;
+}
+
+static void ready_del(struct ep *ep, struct ep_item *it)
+{
+	if (!it->on_ready)
+		return;
+	DL_DELETE(ep->ready, it);
+	it->on_ready = 0;
+}
+
+/* Like the kernel's insertion: on the ready list only if ready now (and
+ * completion events requested, for when it is not). Caller holds ep->lock. */
+static void item_check(struct ep *ep, struct ep_item *it)
+{
+	uint32_t ev = (uint16_t)tp_ready(it->c->tp, 1, NULL);
+
+	if (ev & (it->events | EPOLLERR | EPOLLHUP))
+		ready_add(ep, it);
+}
+
+/* Register the stream's completion channel and control connection in the
+ * kernel set, tagged with it. A second item of the same stream (a dup
+ * registered too) shares the first one's. Caller holds ep->lock. */
+static int item_hook(struct ep *ep, struct ep_item *it)
+{
+	struct tp *t = it->c->tp;
+	struct epoll_event e;
+	int fds[2] = {tp_event_fd(t), t->tcp_fd};
+	uint32_t evs[2] = {EPOLLIN, EPOLLRDHUP | EPOLLET};
+	int *mine[2] = {&it->efd, &it->cfd};
+
+	for (int i = 0; i < 2; i++) {
+		*mine[i] = -1;
+		if (fds[i] < 0)
+			continue;
+		e.events = evs[i];
+		e.data.ptr = it;
+		if (rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_ADD, fds[i], &e) == 0)
+			*mine[i] = fds[i];
+		else if (errno != EEXIST)
+			return -errno;
+	}
+	atomic_fetch_add_explicit(&t->watchers, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* Undo item_hook; a sibling item of the same stream takes the
+ * registrations over. Caller holds ep->lock. */
+static void item_unhook(struct ep *ep, struct ep_item *it)
+{
+	struct ep_item *o, *tmp;
+	struct epoll_event e;
+
+	atomic_fetch_sub_explicit(&it->c->tp->watchers, 1, memory_order_relaxed);
+	if (ep->owner != getpid())
+		return; /* the kernel instance is shared with the parent: leave it */
+	HASH_ITER(hh, ep->items, o, tmp)
+	{
+		if (o == it || o->c != it->c || !o->rdma)
+			continue;
+		/* Re-tag the registrations for the sibling. */
+		e.data.ptr = o;
+		if (it->efd >= 0) {
+			e.events = EPOLLIN;
+			rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_MOD, it->efd, &e);
+			o->efd = it->efd;
+		}
+		if (it->cfd >= 0) {
+			e.events = EPOLLRDHUP | EPOLLET;
+			rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_MOD, it->cfd, &e);
+			o->cfd = it->cfd;
+		}
+		ready_add(ep, o);
+		return;
+	}
+	if (it->efd >= 0)
+		rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_DEL, it->efd, NULL);
+	if (it->cfd >= 0)
+		rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_DEL, it->cfd, NULL);
+}
+
+/* Unlink it from ep (caller holds ep->lock) and from its conn's list
+ * (caller holds ep_glock). The caller drops it->c and frees it. */
+static void item_remove(struct ep *ep, struct ep_item *it)
+{
+	struct ep_item **pp;
+
+	if (it->rdma) {
+		item_unhook(ep, it);
+		ep->n_rdma--;
+	} else {
+		ep->n_watch--;
+	}
+	ready_del(ep, it);
+	HASH_DELETE(hh, ep->items, it);
+	HASH_DELETE(hp, ep->tags, it);
+	for (pp = &it->c->ep_items; *pp; pp = &(*pp)->cnext)
+		if (*pp == it) {
+			*pp = it->cnext;
+			break;
+		}
+	bell_update(ep);
+}
+
+static void item_free(struct ep_item *it)
+{
+	conn_unref(it->c);
+	free(it);
+}
+
+/* A shadow for epfd, with its conn referenced, or NULL. create: make one
+ * for an instance made before we tracked it. Caller holds ep_glock. */
+static struct conn *ep_lookup(int epfd, int create)
+{
+	struct conn *c = fdtab_maybe_tracked(epfd) ? fdtab_get(epfd) : NULL;
+
+	if (c && c->ep)
+		return c;
+	if (c || !create) {
+		conn_unref(c); /* a socket: the kernel says EINVAL */
+		return NULL;
+	}
+	ep_track_new(epfd);
+	c = fdtab_get(epfd);
+	if (c && !c->ep) {
+		conn_unref(c);
+		c = NULL;
+	}
+	return c;
+}
+
+/* EPOLLEXCLUSIVE rules of the kernel (fs/eventpoll.c). */
+#define EP_EXCLUSIVE_OK (EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLRDBAND | EPOLLWRNORM | \
+			 EPOLLWRBAND | EPOLLERR | EPOLLHUP | EPOLLWAKEUP | EPOLLET | EPOLLEXCLUSIVE)
+
+int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
+{
+	struct conn *epc;
+	struct ep *ep;
+	struct ep_item *it;
+	int path = atomic_load(&sc->path), rc = 0;
+	int undecided = path == CONN_PATH_UNDECIDED && atomic_load(&sc->role) != CONN_ROLE_LISTENER;
+	struct ep_item *gone = NULL;
+
+	if (sc->ep || (path != CONN_PATH_RDMA && !undecided && !sc->ep_items))
+		return 1;
+	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL)
+		return 1;
+	pthread_mutex_lock(&ep_glock);
+	epc = ep_lookup(epfd, path == CONN_PATH_RDMA || undecided);
+	if (!epc) {
+		pthread_mutex_unlock(&ep_glock);
+		return 1;
+	}
+	ep = epc->ep;
+	pthread_mutex_lock(&ep->lock);
+	HASH_FIND_INT(ep->items, &fd, it);
+	if (it && it->c != sc) {
+		/* The number was reused behind our back: the old one is gone. */
+		item_remove(ep, it);
+		gone = it;
+		it = NULL;
+	}
+	if (it && !it->rdma) {
+		/* A kernel registration kept for conversion. */
+		if (rsock_real.epoll_ctl(epfd, op, fd, ev)) {
+			rc = -errno;
+		} else if (op == EPOLL_CTL_DEL) {
+			item_remove(ep, it);
+			gone = it;
+		}
+		goto out;
+	}
+	if (path != CONN_PATH_RDMA && !it) {
+		/* Kernel TCP (or not yet decided): the kernel's registration,
+		 * and for an undecided stream an item to convert it later. */
+		if (rsock_real.epoll_ctl(epfd, op, fd, ev)) {
+			rc = -errno;
+			goto out;
+		}
+		if (op != EPOLL_CTL_ADD || !undecided)
+			goto out;
+	}
+	switch (op) {
+	case EPOLL_CTL_ADD:
+		if (it) {
+			rc = -EEXIST;
+			break;
+		}
+		if (!ev) {
+			rc = -EFAULT;
+			break;
+		}
+		if ((ev->events & EPOLLEXCLUSIVE) && (ev->events & ~EP_EXCLUSIVE_OK)) {
+			rc = -EINVAL;
+			break;
+		}
+		if (path == CONN_PATH_RDMA && (rc = ep_arm_kernel(ep, epfd)))
+			break;
+		it = calloc(1, sizeof(*it));
+		if (!it) {
+			rc = -ENOMEM;
+			break;
+		}
+		it->ep = ep;
+		it->c = conn_ref(sc);
+		it->fd = fd;
+		it->self = it;
+		it->efd = it->cfd = -1;
+		it->events = ev->events;
+		it->data = ev->data;
+		it->seen = UINT64_MAX;
+		it->rdma = path == CONN_PATH_RDMA;
+		if (it->rdma && (rc = item_hook(ep, it))) {
+			item_unhook(ep, it);
+			item_free(it);
+			break;
+		}
+		ep_oom = 0;
+		HASH_ADD_INT(ep->items, fd, it);
+		if (!ep_oom)
+			HASH_ADD(hp, ep->tags, self, sizeof(it->self), it);
+		if (ep_oom) {
+			HASH_DELETE(hh, ep->items, it);
+			if (it->rdma)
+				item_unhook(ep, it);
+			else
+				rsock_real.epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
+			item_free(it);
+			rc = -ENOMEM;
+			break;
+		}
+		it->cnext = sc->ep_items;
+		sc->ep_items = it;
+		if (it->rdma) {
+			ep->n_rdma++;
+			item_check(ep, it);
+		} else {
+			ep->n_watch++;
+			if (!ep->n_rdma && !ep->n_watch)
+				ep->conv_seen = atomic_load(&ep_conv_gen);
+		}
+		break;
+	case EPOLL_CTL_MOD:
+		if (!it) {
+			rc = -ENOENT;
+			break;
+		}
+		if (!ev) {
+			rc = -EFAULT;
+			break;
+		}
+		if ((ev->events | it->events) & EPOLLEXCLUSIVE) {
+			rc = -EINVAL;
+			break;
+		}
+		it->events = ev->events;
+		it->data = ev->data;
+		it->disabled = 0;
+		it->seen = UINT64_MAX; /* the kernel re-checks readiness on MOD */
+		item_check(ep, it);
+		break;
+	case EPOLL_CTL_DEL:
+		if (!it) {
+			rc = -ENOENT;
+			break;
+		}
+		item_remove(ep, it);
+		gone = it;
+		break;
+	}
+out:
+	bell_update(ep);
+	pthread_mutex_unlock(&ep->lock);
+	pthread_mutex_unlock(&ep_glock);
+	if (gone)
+		item_free(gone);
+	conn_unref(epc);
+	return rc;
+}
+
+/* Items registered while their stream was undecided: the RDMA ones become
+ * ours, the rest are forgotten. Caller holds ep->lock. */
+static void convert(struct ep *ep, int epfd)
+{
+	struct ep_item *it, *tmp;
+	uint64_t gen = atomic_load_explicit(&ep_conv_gen, memory_order_acquire);
+
+	if (!ep->n_watch || gen == ep->conv_seen)
+		return;
+	ep->conv_seen = gen;
+	HASH_ITER(hh, ep->items, it, tmp)
+	{
+		int path;
+		if (it->rdma)
+			continue;
+		path = atomic_load(&it->c->path);
+		if (path != CONN_PATH_RDMA || !it->c->tp || ep_arm_kernel(ep, epfd))
+			continue;
+		/* The kernel's registration of the control socket goes; the
+		 * stream's readiness is ours from now on. */
+		rsock_real.epoll_ctl(epfd, EPOLL_CTL_DEL, it->fd, NULL);
+		it->rdma = 1;
+		if (item_hook(ep, it)) {
+			log_warn_rl("epoll: fd %d: cannot watch its RDMA stream", it->fd);
+			item_unhook(ep, it);
+			it->efd = it->cfd = -1;
+		}
+		ep->n_watch--;
+		ep->n_rdma++;
+		item_check(ep, it);
+	}
+}
+
+/* Report what is ready on the ready list, at most max events. Items that
+ * stay ready (level-triggered, or no room left) go to *keep, not back to the
+ * ready list, so that a second scan in the same call reports none twice.
+ * Caller holds ep->lock. Returns the number of events written. */
+static int scan(struct ep *ep, struct epoll_event *evs, int max, struct ep_item **keep)
+{
+	struct ep_item *list = ep->ready, *it, *tmp;
+	int n = 0;
+
+	ep->ready = NULL;
+	DL_FOREACH_SAFE(list, it, tmp)
+	{
+		uint64_t seq;
+		uint32_t ev, want;
+		int report;
+
+		DL_DELETE(list, it);
+		it->on_ready = 0;
+		if (it->disabled)
+			continue;
+		ev = (uint16_t)tp_ready(it->c->tp, 1, &seq);
+		if (ev & POLLIN)
+			ev |= EPOLLRDNORM;
+		if (ev & POLLOUT)
+			ev |= EPOLLWRNORM;
+		want = it->events | EPOLLERR | EPOLLHUP;
+		ev &= want;
+		report = ev && (!(it->events & EPOLLET) || seq != it->seen);
+		if (!report)
+			continue; /* armed by tp_ready: the next event brings it back */
+		if (n == max) {
+			DL_APPEND(*keep, it); /* no room: next time */
+			it->on_ready = 1;
+			continue;
+		}
+		evs[n].events = ev;
+		evs[n++].data = it->data;
+		it->seen = seq;
+		if (it->events & EPOLLONESHOT)
+			it->disabled = 1;
+		else if (!(it->events & EPOLLET)) {
+			DL_APPEND(*keep, it); /* level-triggered: look again next time */
+			it->on_ready = 1;
+		}
+	}
+	return n;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* One kernel wait on the instance: epoll_pwait2 when libc has it. */
+static int kwait(int kfd, struct epoll_event *evs, int max, int64_t ns, const sigset_t *mask)
+{
+	struct timespec ts;
+
+	if (ns >= 0 && rsock_real.epoll_pwait2) {
+		ts.tv_sec = ns / 1000000000;
+		ts.tv_nsec = ns % 1000000000;
+		return rsock_real.epoll_pwait2(kfd, evs, max, &ts, mask);
+	}
+	if (ns < 0 && rsock_real.epoll_pwait2)
+		return rsock_real.epoll_pwait2(kfd, evs, max, NULL, mask);
+	return rsock_real.epoll_pwait(kfd, evs, max,
+				      ns < 0 ? -1 : (int)((ns + 999999) / 1000000), mask);
+}
+
+int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
+	    const struct timespec *tmo, const sigset_t *mask)
+{
+	struct ep *ep = epc->ep;
+	int64_t deadline = tmo ? now_ns() + (int64_t)tmo->tv_sec * 1000000000 + tmo->tv_nsec : 0;
+
+	if (max <= 0)
+		return -EINVAL;
+	if (tmo && (tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000))
+		return -EINVAL;
+	pthread_mutex_lock(&ep->lock);
+	convert(ep, epfd);
+	if (!ep->n_rdma || ep->kfd < 0 || ep->owner != getpid()) {
+		pthread_mutex_unlock(&ep->lock);
+		return EP_PASS;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	for (;;) {
+		int n, k, m, internal = 0;
+		int64_t left = -1;
+		struct ep_item *keep = NULL;
+
+		pthread_mutex_lock(&ep->lock);
+		convert(ep, epfd);
+		n = scan(ep, evs, max, &keep);
+		if (n == max) {
+			DL_CONCAT(ep->ready, keep);
+			bell_update(ep);
+			pthread_mutex_unlock(&ep->lock);
+			return n;
+		}
+		pthread_mutex_unlock(&ep->lock);
+		if (n)
+			left = 0;
+		else if (tmo && (left = deadline - now_ns()) < 0)
+			left = 0;
+		k = kwait(ep->kfd, evs + n, max - n, left, mask);
+		if (k < 0) {
+			int e = errno;
+			pthread_mutex_lock(&ep->lock);
+			DL_CONCAT(ep->ready, keep);
+			bell_update(ep);
+			pthread_mutex_unlock(&ep->lock);
+			return n ? n : -e;
+		}
+		/* Keep the application's events, act on our tags. */
+		m = n;
+		pthread_mutex_lock(&ep->lock);
+		for (int i = n; i < n + k; i++) {
+			void *tag = evs[i].data.ptr;
+			struct ep_item *it = NULL;
+
+			if (tag == &ep_kick_tag) {
+				/* Someone consumed a completion event of a
+				 * stream we watch: look at all of them again. */
+				struct ep_item *tmp;
+				HASH_ITER(hh, ep->items, it, tmp)
+					ready_add(ep, it);
+				internal++;
+				continue;
+			}
+			if (tag == &ep->bell) {
+				internal++;
+				continue;
+			}
+			HASH_FIND(hp, ep->tags, &tag, sizeof(tag), it);
+			if (it) {
+				if (tp_consume(it->c->tp) &&
+				    atomic_load_explicit(&it->c->tp->watchers, memory_order_relaxed) > 1)
+					event_kick(); /* other instances slept on it too */
+				ready_add(ep, it);
+				internal++;
+				continue;
+			}
+			evs[m++] = evs[i];
+		}
+		/* Streams that just woke up are reported with the rest. */
+		if (internal && m < max)
+			m += scan(ep, evs + m, max - m, &keep);
+		DL_CONCAT(ep->ready, keep);
+		bell_update(ep);
+		pthread_mutex_unlock(&ep->lock);
+		if (m)
+			return m;
+		if (!internal && k == 0)
+			return 0; /* timed out */
+		if (tmo && !internal && deadline - now_ns() <= 0)
+			return 0;
+	}
+}
+
+void ep_conn_closed(struct conn *c)
+{
+	struct ep_item *it, *gone = NULL;
+
+	pthread_mutex_lock(&ep_glock);
+	while ((it = c->ep_items)) {
+		struct ep *ep = it->ep;
+		pthread_mutex_lock(&ep->lock);
+		item_remove(ep, it); /* unlinks it from c->ep_items */
+		pthread_mutex_unlock(&ep->lock);
+		it->next = gone;
+		gone = it;
+	}
+	pthread_mutex_unlock(&ep_glock);
+	/* Outside the locks: the last reference of c may go with them. */
+	while ((it = gone)) {
+		gone = it->next;
+		item_free(it);
+	}
+}
+
+void ep_destroy(struct ep *ep)
+{
+	struct ep_item *it, *tmp, *gone = NULL;
+
+	pthread_mutex_lock(&ep_glock);
+	pthread_mutex_lock(&ep->lock);
+	HASH_ITER(hh, ep->items, it, tmp)
+	{
+		item_remove(ep, it);
+		it->next = gone;
+		gone = it;
+	}
+	pthread_mutex_unlock(&ep->lock);
+	pthread_mutex_unlock(&ep_glock);
+	while ((it = gone)) {
+		gone = it->next;
+		item_free(it);
+	}
+	if (ep->bell >= 0)
+		rsock_real.close(ep->bell);
+	if (ep->kfd >= 0)
+		rsock_real.close(ep->kfd);
+	pthread_mutex_destroy(&ep->lock);
+	free(ep);
+}

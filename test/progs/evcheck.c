@@ -1,0 +1,634 @@
+/* evcheck.c - readiness as an application observes it (epoll level- and
+ * edge-triggered, EPOLLONESHOT, EPOLLRDHUP, EPOLLOUT after a full send
+ * buffer, nested instances, poll and select on an epoll descriptor, plain
+ * descriptors mixed in, a registration made before connect(), dup and close
+ * while registered, close from another thread), for the differential test:
+ * run once over kernel TCP and once under librsock (RDMA); the outputs must
+ * be identical.
+ *
+ * usage: evcheck SERVER_ADDR CLIENT_ADDR [PORT]
+ * The parent is the server, a forked child the client; each scenario uses a
+ * fresh connection, and the two sides move in lockstep through pipes. With
+ * RSOCK_EXPECT_TRANSPORT=N every connected stream must report that
+ * rsock_fd_transport() value (3 = RDMA). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static FILE *out;
+static int s2c[2], c2s[2];
+static const char *srv_addr, *cli_addr;
+static int port, failures;
+
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(out, fmt, ap);
+	va_end(ap);
+	fputc('\n', out);
+	fflush(out);
+}
+
+static void sig(int p[2]) { char c = 1; if (write(p[1], &c, 1) != 1) abort(); }
+static void await(int p[2]) { char c; if (read(p[0], &c, 1) != 1) abort(); }
+
+static void check_transport(int fd, const char *who)
+{
+	const char *want = getenv("RSOCK_EXPECT_TRANSPORT");
+	int (*ft)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "rsock_fd_transport");
+	int got;
+
+	if (!want)
+		return;
+	got = ft ? ft(fd) : -2;
+	if (got != atoi(want)) {
+		fprintf(stderr, "evcheck: %s fd %d transport %d, expected %s\n", who, fd, got, want);
+		failures++;
+	}
+}
+
+static struct sockaddr_in addr_of(const char *ip, int p)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
+
+	if (inet_pton(AF_INET, ip, &a.sin_addr) != 1)
+		exit(2);
+	return a;
+}
+
+static int dial_fd(int fd)
+{
+	struct sockaddr_in me = addr_of(cli_addr, 0), peer = addr_of(srv_addr, port);
+
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)))
+		return -1;
+	return connect(fd, (struct sockaddr *)&peer, sizeof(peer));
+}
+
+static int dial(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || dial_fd(fd)) {
+		fprintf(stderr, "evcheck: connect: %s\n", strerror(errno));
+		exit(3);
+	}
+	check_transport(fd, "client");
+	return fd;
+}
+
+static int take(int lfd)
+{
+	int fd = accept(lfd, NULL, NULL);
+
+	if (fd < 0) {
+		fprintf(stderr, "evcheck: accept: %s\n", strerror(errno));
+		exit(3);
+	}
+	check_transport(fd, "server");
+	return fd;
+}
+
+static void nonblock(int fd)
+{
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+static const char *mask(uint32_t m)
+{
+	static char b[128];
+	static const struct { uint32_t bit; const char *name; } names[] = {
+		{EPOLLIN, "IN"}, {EPOLLPRI, "PRI"}, {EPOLLOUT, "OUT"}, {EPOLLRDNORM, "RDNORM"},
+		{EPOLLWRNORM, "WRNORM"}, {EPOLLERR, "ERR"}, {EPOLLHUP, "HUP"}, {EPOLLRDHUP, "RDHUP"},
+	};
+
+	b[0] = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (m & names[i].bit) {
+			strcat(b, b[0] ? "|" : "");
+			strcat(b, names[i].name);
+		}
+	if (!b[0])
+		strcpy(b, "-");
+	return b;
+}
+
+/* One epoll_wait, reported as "n tag:mask ..." with tags sorted. */
+static const char *ew(int ep, int timeout)
+{
+	static char b[256];
+	struct epoll_event ev[8];
+	int n = epoll_wait(ep, ev, 8, timeout);
+
+	if (n < 0) {
+		snprintf(b, sizeof(b), "err %s", strerrorname_np(errno));
+		return b;
+	}
+	for (int i = 0; i < n; i++)
+		for (int j = i + 1; j < n; j++)
+			if (ev[j].data.u64 < ev[i].data.u64) {
+				struct epoll_event t = ev[i];
+				ev[i] = ev[j];
+				ev[j] = t;
+			}
+	snprintf(b, sizeof(b), "%d", n);
+	for (int i = 0; i < n; i++)
+		snprintf(b + strlen(b), sizeof(b) - strlen(b), " %llu:%s",
+			 (unsigned long long)ev[i].data.u64, mask(ev[i].events));
+	return b;
+}
+
+/* A return value and, for -1, the errno name. */
+static const char *res(int rc)
+{
+	static char b[64];
+
+	snprintf(b, sizeof(b), "%d %s", rc, rc < 0 ? strerrorname_np(errno) : "ok");
+	return b;
+}
+
+static void add(int ep, int fd, uint32_t events, uint64_t tag)
+{
+	struct epoll_event e = {.events = events, .data.u64 = tag};
+
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e))
+		say("add %d failed %s", (int)tag, strerrorname_np(errno));
+}
+
+static void mod(int ep, int fd, uint32_t events, uint64_t tag)
+{
+	struct epoll_event e = {.events = events, .data.u64 = tag};
+
+	if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &e))
+		say("mod %d failed %s", (int)tag, strerrorname_np(errno));
+}
+
+static ssize_t drain(int fd)
+{
+	char b[65536];
+	ssize_t r, total = 0;
+
+	while ((r = recv(fd, b, sizeof(b), MSG_DONTWAIT)) > 0)
+		total += r;
+	return total;
+}
+
+struct waiter {
+	int ep;
+	const char *result;
+};
+
+static void *wait_thread(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->result = strdup(ew(w->ep, 600));
+	return NULL;
+}
+
+/* ---- server ---- */
+static void server(int lfd)
+{
+	int fd, ep, ep2, ep3;
+	char b[64];
+
+	/* 1: level-triggered, and the listener's readiness */
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	add(ep, lfd, EPOLLIN, 100);
+	say("S1 listener idle: %s", ew(ep, 100));
+	sig(s2c);
+	say("S1 listener pending: %s", ew(ep, 5000));
+	fd = take(lfd);
+	epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
+	add(ep, fd, EPOLLIN, 1);
+	say("S1 empty: %s", ew(ep, 100));
+	sig(s2c);
+	say("S1 data: %s", ew(ep, 5000));
+	say("S1 read %zd", recv(fd, b, 4, 0));
+	say("S1 still: %s", ew(ep, 0));
+	say("S1 drain %zd", drain(fd));
+	say("S1 drained: %s", ew(ep, 100));
+	mod(ep, fd, EPOLLIN | EPOLLOUT | EPOLLRDNORM | EPOLLWRNORM, 2);
+	say("S1 mod out: %s", ew(ep, 100));
+	close(fd);
+	say("S1 closed: %s", ew(ep, 100));
+	close(ep);
+	sig(s2c);
+
+	/* 2: edge-triggered */
+	fd = take(lfd);
+	ep = epoll_create1(0);
+	add(ep, fd, EPOLLIN | EPOLLET, 1);
+	say("S2 empty: %s", ew(ep, 100));
+	sig(s2c);
+	say("S2 edge: %s", ew(ep, 5000));
+	say("S2 no new edge: %s", ew(ep, 100));
+	sig(s2c);
+	say("S2 second edge: %s", ew(ep, 5000));
+	say("S2 drain %zd", drain(fd));
+	say("S2 after drain: %s", ew(ep, 100));
+	sig(s2c);
+	say("S2 third edge: %s", ew(ep, 5000));
+	sig(s2c);
+	close(fd);
+	close(ep);
+
+	/* 3: one-shot */
+	fd = take(lfd);
+	ep = epoll_create1(0);
+	add(ep, fd, EPOLLIN | EPOLLONESHOT, 1);
+	sig(s2c);
+	say("S3 shot: %s", ew(ep, 5000));
+	sig(s2c);
+	usleep(100000);
+	say("S3 disabled: %s", ew(ep, 100));
+	mod(ep, fd, EPOLLIN | EPOLLONESHOT, 2);
+	say("S3 rearmed: %s", ew(ep, 1000));
+	say("S3 drain %zd", drain(fd));
+	mod(ep, fd, EPOLLIN | EPOLLONESHOT, 3);
+	say("S3 rearmed empty: %s", ew(ep, 100));
+	sig(s2c);
+	close(fd);
+	close(ep);
+
+	/* 4: peer's shutdown(SHUT_WR), then ours */
+	fd = take(lfd);
+	ep = epoll_create1(0);
+	add(ep, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 1);
+	say("S4 open: %s", ew(ep, 100));
+	sig(s2c);
+	usleep(200000);
+	say("S4 peer shut: %s", ew(ep, 5000));
+	say("S4 read %zd", recv(fd, b, sizeof(b), 0));
+	shutdown(fd, SHUT_WR);
+	usleep(100000);
+	say("S4 both shut: %s", ew(ep, 100));
+	close(fd);
+	close(ep);
+
+	/* 5: EPOLLOUT once a full send buffer drains (the client writes) */
+	fd = take(lfd);
+	await(c2s); /* the client's buffer is full */
+	usleep(100000);
+	{
+		char *big = malloc(1 << 20);
+		ssize_t r, total = 0;
+		int polls = 0;
+		nonblock(fd);
+		/* Read until the client says it saw EPOLLOUT. */
+		struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = c2s[0], .events = POLLIN}};
+		for (;;) {
+			while ((r = recv(fd, big, 1 << 20, 0)) > 0)
+				total += r;
+			if (poll(p, 2, 5000) <= 0 || (p[1].revents & POLLIN))
+				break;
+			polls++;
+		}
+		await(c2s);
+		say("S5 read some %d", total > 0);
+		free(big);
+	}
+	close(fd);
+
+	/* 6: a reset (the client closes with SO_LINGER 0) */
+	fd = take(lfd);
+	ep = epoll_create1(0);
+	add(ep, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, 1);
+	say("S6 open: %s", ew(ep, 100));
+	sig(s2c);
+	await(c2s);
+	usleep(200000);
+	say("S6 reset: %s", ew(ep, 5000));
+	{
+		ssize_t r = recv(fd, b, sizeof(b), 0);
+		say("S6 read %zd %s", r, r < 0 ? strerrorname_np(errno) : "0");
+	}
+	close(fd);
+	close(ep);
+
+	/* 7: nesting: poll, select and an outer epoll over the instance */
+	fd = take(lfd);
+	ep = epoll_create1(0);
+	ep2 = epoll_create1(0);
+	add(ep, fd, EPOLLIN, 1);
+	add(ep2, ep, EPOLLIN, 7);
+	{
+		struct pollfd p = {.fd = ep, .events = POLLIN};
+		int rc;
+		say("S7 poll idle %d", poll(&p, 1, 100));
+		sig(s2c);
+		say("S7 outer: %s", ew(ep2, 5000));
+		p.revents = 0;
+		rc = poll(&p, 1, 1000);
+		say("S7 poll data %d revents %s", rc, mask((uint16_t)p.revents));
+		fd_set r;
+		FD_ZERO(&r);
+		FD_SET(ep, &r);
+		struct timeval tv = {1, 0};
+		rc = select(ep + 1, &r, NULL, NULL, &tv);
+		say("S7 select %d isset %d", rc, FD_ISSET(ep, &r));
+		say("S7 inner: %s", ew(ep, 0));
+		say("S7 drain %zd", drain(fd));
+		say("S7 inner drained: %s", ew(ep, 0));
+		say("S7 outer drained: %s", ew(ep2, 100));
+		sig(s2c);
+	}
+	close(fd);
+	close(ep2);
+	close(ep);
+
+	/* 8: plain descriptors mixed in, epoll_pwait2's timeout */
+	fd = take(lfd);
+	{
+		int pfd[2], efd = eventfd(0, EFD_NONBLOCK);
+		uint64_t one = 1;
+		struct timespec ts = {0, 50000000};
+		struct epoll_event ev[4];
+		if (pipe(pfd))
+			abort();
+		ep = epoll_create1(0);
+		add(ep, fd, EPOLLIN, 1);
+		add(ep, pfd[0], EPOLLIN, 2);
+		add(ep, efd, EPOLLIN, 3);
+		say("S8 pwait2 idle %d", epoll_pwait2(ep, ev, 4, &ts, NULL));
+		if (write(efd, &one, sizeof(one)) != sizeof(one) || write(pfd[1], "x", 1) != 1)
+			abort();
+		say("S8 plain: %s", ew(ep, 1000));
+		sig(s2c);
+		usleep(200000);
+		say("S8 all: %s", ew(ep, 1000));
+		sig(s2c);
+		close(pfd[0]);
+		close(pfd[1]);
+		close(efd);
+	}
+	close(fd);
+	close(ep);
+
+	/* 9: dup, then close the registered number: the registration stays */
+	fd = take(lfd);
+	ep = epoll_create1(0);
+	add(ep, fd, EPOLLIN, 9);
+	{
+		int fd2 = dup(fd);
+		close(fd);
+		sig(s2c);
+		say("S9 dup keeps it: %s", ew(ep, 5000));
+		say("S9 drain %zd", drain(fd2));
+		sig(s2c);
+		close(fd2);
+	}
+	say("S9 all closed: %s", ew(ep, 100));
+	close(ep);
+
+	/* 10: close from another thread while one waits */
+	fd = take(lfd);
+	ep = epoll_create1(0);
+	add(ep, fd, EPOLLIN, 10);
+	{
+		struct waiter w = {.ep = ep};
+		pthread_t th;
+		pthread_create(&th, NULL, wait_thread, &w);
+		usleep(100000);
+		close(fd);
+		sig(s2c); /* the client writes to a closed peer now */
+		pthread_join(th, NULL);
+		say("S10 waiter: %s", w.result);
+		free((void *)w.result);
+	}
+	close(ep);
+	await(c2s);
+
+	/* 11: the client registers before connect (nothing to do here but talk) */
+	fd = take(lfd);
+	await(c2s);
+	say("S11 write %zd", write(fd, "hello", 5));
+	await(c2s);
+	close(fd);
+
+	/* 12: errors the kernel gives */
+	fd = take(lfd);
+	ep = epoll_create1(0);
+	ep3 = epoll_create1(0);
+	{
+		struct epoll_event e = {.events = EPOLLIN, .data.u64 = 1};
+		add(ep, fd, EPOLLIN, 1);
+		say("S12 add twice %s", res(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e)));
+		say("S12 mod absent %s", res(epoll_ctl(ep3, EPOLL_CTL_MOD, fd, &e)));
+		say("S12 del absent %s", res(epoll_ctl(ep3, EPOLL_CTL_DEL, fd, &e)));
+		e.events = EPOLLIN | EPOLLEXCLUSIVE;
+		say("S12 add exclusive %s", res(epoll_ctl(ep3, EPOLL_CTL_ADD, fd, &e)));
+		say("S12 mod exclusive %s", res(epoll_ctl(ep3, EPOLL_CTL_MOD, fd, &e)));
+		e.events = EPOLLIN | EPOLLONESHOT | EPOLLEXCLUSIVE;
+		say("S12 oneshot exclusive %s", res(epoll_ctl(ep, EPOLL_CTL_MOD, fd, &e)));
+		say("S12 wait maxevents 0 %s", res(epoll_wait(ep, &e, 0, 0)));
+		say("S12 bad op %s", res(epoll_ctl(ep, 99, fd, &e)));
+		say("S12 ctl on socket %s", res(epoll_ctl(fd, EPOLL_CTL_ADD, ep, &e)));
+		say("S12 del %s", res(epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL)));
+	}
+	sig(s2c);
+	close(fd);
+	close(ep);
+	close(ep3);
+}
+
+/* ---- client ---- */
+static void client(void)
+{
+	int fd, ep;
+	char b[64];
+
+	/* 1 */
+	await(s2c);
+	fd = dial();
+	await(s2c);
+	say("C1 write %zd", write(fd, "0123456789", 10));
+	await(s2c);
+	close(fd);
+
+	/* 2 */
+	fd = dial();
+	await(s2c);
+	say("C2 write %zd", write(fd, "abcdefghij", 10));
+	await(s2c);
+	say("C2 write %zd", write(fd, "klmno", 5));
+	await(s2c);
+	say("C2 write %zd", write(fd, "pq", 2));
+	await(s2c);
+	close(fd);
+
+	/* 3 */
+	fd = dial();
+	await(s2c);
+	say("C3 write %zd", write(fd, "one", 3));
+	await(s2c);
+	say("C3 write %zd", write(fd, "two", 3));
+	await(s2c);
+	close(fd);
+
+	/* 4 */
+	fd = dial();
+	await(s2c);
+	say("C4 shut %d", shutdown(fd, SHUT_WR));
+	say("C4 read %zd", read(fd, b, sizeof(b)));
+	close(fd);
+
+	/* 5: fill the send buffer, then wait for EPOLLOUT */
+	fd = dial();
+	nonblock(fd);
+	ep = epoll_create1(0);
+	add(ep, fd, EPOLLOUT, 5);
+	{
+		static char chunk[65536];
+		ssize_t r;
+		int full = 0;
+		for (int i = 0; i < 100000; i++) {
+			r = send(fd, chunk, sizeof(chunk), MSG_NOSIGNAL);
+			if (r < 0) {
+				full = errno == EAGAIN;
+				break;
+			}
+		}
+		say("C5 full %d", full);
+		say("C5 full wait: %s", ew(ep, 100));
+		sig(c2s);
+		say("C5 space: %s", ew(ep, 10000));
+		sig(c2s);
+	}
+	close(ep);
+	close(fd);
+
+	/* 6 */
+	fd = dial();
+	await(s2c);
+	{
+		struct linger lg = {.l_onoff = 1, .l_linger = 0};
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(fd);
+		sig(c2s);
+	}
+
+	/* 7 */
+	fd = dial();
+	await(s2c);
+	say("C7 write %zd", write(fd, "nest", 4));
+	await(s2c);
+	close(fd);
+
+	/* 8 */
+	fd = dial();
+	await(s2c);
+	say("C8 write %zd", write(fd, "mix", 3));
+	await(s2c);
+	close(fd);
+
+	/* 9 */
+	fd = dial();
+	await(s2c);
+	say("C9 write %zd", write(fd, "dup", 3));
+	await(s2c);
+	close(fd);
+
+	/* 10 */
+	fd = dial();
+	await(s2c);
+	say("C10 write %zd", send(fd, "x", 1, MSG_NOSIGNAL));
+	say("C10 read %zd", read(fd, b, sizeof(b)));
+	close(fd);
+	sig(c2s);
+
+	/* 11: registered before connect(), non-blocking connect */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	ep = epoll_create1(0);
+	add(ep, fd, EPOLLOUT, 11);
+	{
+		int rc = dial_fd(fd), err = -1;
+		socklen_t el = sizeof(err);
+		say("C11 connect %d %s", rc, rc ? strerrorname_np(errno) : "0");
+		say("C11 connected: %s", ew(ep, 5000));
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+		say("C11 so_error %d", err);
+		check_transport(fd, "client");
+		mod(ep, fd, EPOLLIN, 12);
+		sig(c2s);
+		say("C11 data: %s", ew(ep, 5000));
+		say("C11 read %zd", read(fd, b, sizeof(b)));
+		sig(c2s);
+	}
+	close(ep);
+	close(fd);
+
+	/* 12 */
+	fd = dial();
+	await(s2c);
+	close(fd);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in a;
+	int lfd, one = 1, status, cfd;
+	char path[] = "/tmp/evcheck-XXXXXX";
+	pid_t pid;
+
+	if (argc < 3) {
+		fprintf(stderr, "usage: evcheck SERVER_ADDR CLIENT_ADDR [PORT]\n");
+		return 2;
+	}
+	srv_addr = argv[1];
+	cli_addr = argv[2];
+	port = argc > 3 ? atoi(argv[3]) : 7472;
+	signal(SIGPIPE, SIG_IGN);
+	if (pipe(s2c) || pipe(c2s))
+		return 2;
+	a = addr_of(srv_addr, port);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 16)) {
+		perror("evcheck: listen");
+		return 2;
+	}
+	cfd = mkstemp(path);
+	pid = fork();
+	if (pid == 0) {
+		close(lfd);
+		out = fdopen(cfd, "w");
+		client();
+		fflush(out);
+		_exit(failures ? 1 : 0);
+	}
+	out = stdout;
+	server(lfd);
+	waitpid(pid, &status, 0);
+	fflush(stdout);
+	FILE *f = fopen(path, "r");
+	char line[512];
+	while (f && fgets(line, sizeof(line), f))
+		fputs(line, stdout);
+	if (f)
+		fclose(f);
+	unlink(path);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		failures++;
+	return failures ? 1 : 0;
+}

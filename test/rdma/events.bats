@@ -1,0 +1,127 @@
+#!/usr/bin/env bats
+# Readiness and processes over RDMA (doc/design.md section 10): epoll, poll
+# and select on RDMA streams give exactly kernel TCP's events, and unmodified
+# event-driven servers carry their bytes over RDMA.
+
+load ../bats/helpers
+load rsock
+
+setup_file() {
+	require_build
+	require_rdma_env
+}
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+	stop_all_bg
+}
+
+# Run a differential program over kernel TCP, then over librsock (RDMA
+# asserted per stream and by the device counters), and compare.
+differential() {
+	local prog=$1 port
+	port=$(free_port)
+	bounded 120 env -u LD_PRELOAD "$PROGS/$prog" "$ADDR_B" "$ADDR_A" "$port" >tcp.txt 2>tcp.err || {
+		cat tcp.txt tcp.err >&2
+		false
+	}
+	port=$(free_port)
+	rdma_snapshot
+	bounded 120 env RSOCK_EXPECT_TRANSPORT=3 RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/rdma.log" \
+		LD_PRELOAD="$(rsock_preload_value)" "$PROGS/$prog" "$ADDR_B" "$ADDR_A" "$port" \
+		>rdma.txt 2>rdma.err || {
+		cat rdma.txt rdma.err rdma.log >&2
+		false
+	}
+	diff -u tcp.txt rdma.txt >&2
+	rdma_crossed 20
+	echo "# $(wc -l <tcp.txt) observations identical over kernel TCP and RDMA" >&3
+}
+
+@test "evcheck: epoll, poll and select events over RDMA are kernel TCP's" {
+	differential evcheck
+}
+
+# rps FILE: redis-benchmark -q's final figures, on one line.
+rps() {
+	tr '\r' '\n' <"$1" | grep -oE '^(SET|GET): [0-9.]+ requests per second' | tr '\n' ' '
+}
+
+# rsock_env NAME: the environment of a librsock process whose stats go to NAME.log.
+rsock_env() {
+	echo RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/$1.log" LD_PRELOAD="$(rsock_preload_value)"
+}
+
+@test "redis: redis-server with redis-cli and redis-benchmark (-P 16 too) over RDMA" {
+	require_cmd redis-server redis-cli redis-benchmark
+	local port
+	port=$(free_port)
+	rdma_snapshot
+	start_bg srv env $(rsock_env srv) redis-server --port "$port" --bind "$ADDR_B" --save '' \
+		--appendonly no --protected-mode no --dir "$PWD"
+	wait_for_port "$port" 20 "$BG_PID"
+	run bounded 30 env $(rsock_env cli) redis-cli -h "$ADDR_B" -p "$port" SET greeting "over rdma"
+	[ "$output" = OK ]
+	run bounded 30 env $(rsock_env cli2) redis-cli -h "$ADDR_B" -p "$port" GET greeting
+	[ "$output" = "over rdma" ]
+	stats_rdma cli2.log 9 rx
+	bounded 120 env $(rsock_env bench) redis-benchmark -h "$ADDR_B" -p "$port" -t set,get -n 3000 \
+		-c 8 -q >bench.txt 2>&1 || { cat bench.txt >&2; false; }
+	bounded 120 env $(rsock_env bench16) redis-benchmark -h "$ADDR_B" -p "$port" -t set,get \
+		-n 20000 -c 8 -P 16 -q >bench16.txt 2>&1 || { cat bench16.txt >&2; false; }
+	grep -q 'GET: ' bench16.txt
+	run bounded 30 env $(rsock_env cli3) redis-cli -h "$ADDR_B" -p "$port" DBSIZE
+	[ "$output" -ge 1 ]
+	stop_bg "$BG_PID"
+	stats_rdma srv.log 10000 rx
+	stats_rdma bench.log 10000 tx
+	stats_rdma bench16.log 10000 tx
+	rdma_crossed 1000
+	echo "# redis-benchmark over librsock: $(rps bench.txt), with -P 16: $(rps bench16.txt)" >&3
+}
+
+@test "iperf3: both directions (-R too) and -P 4 over RDMA" {
+	require_cmd iperf3
+	local port
+	port=$(free_port)
+	rdma_snapshot
+	start_bg srv env $(rsock_env srv) iperf3 -s -B "$ADDR_B" -p "$port"
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 60 env $(rsock_env c1) iperf3 -c "$ADDR_B" -B "$ADDR_A" -p "$port" -t 2 -f m >up.txt 2>&1 ||
+		{ cat up.txt >&2; false; }
+	bounded 60 env $(rsock_env c2) iperf3 -c "$ADDR_B" -B "$ADDR_A" -p "$port" -t 2 -R -f m >down.txt 2>&1 ||
+		{ cat down.txt >&2; false; }
+	bounded 60 env $(rsock_env c3) iperf3 -c "$ADDR_B" -B "$ADDR_A" -p "$port" -t 2 -P 4 -f m >par.txt 2>&1 ||
+		{ cat par.txt >&2; false; }
+	grep -q 'receiver' up.txt
+	grep -q 'receiver' down.txt
+	grep -q 'SUM.*receiver' par.txt
+	stats_rdma c1.log 1000000 tx
+	stats_rdma c2.log 1000000 rx
+	stats_rdma c3.log 1000000 tx
+	stop_bg "$BG_PID"
+	stats_rdma srv.log 3000000 rx
+	rdma_crossed 1000
+	echo "# iperf3 over librsock: up $(grep receiver up.txt | grep -oE '[0-9.]+ Mbits/sec'), -R $(grep receiver down.txt | grep -oE '[0-9.]+ Mbits/sec'), -P 4 $(grep 'SUM.*receiver' par.txt | grep -oE '[0-9.]+ Mbits/sec')" >&3
+}
+
+@test "memcached -t 4 with memcslap over RDMA" {
+	require_cmd memcached memcslap
+	local port
+	port=$(free_port)
+	rdma_snapshot
+	start_bg srv env $(rsock_env srv) memcached -t 4 -l "$ADDR_B" -p "$port" -U 0 -u nobody
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 120 env $(rsock_env cli) memcslap --servers="$ADDR_B:$port" --concurrency=8 \
+		--execute-number=2000 >slap.txt 2>&1 || { cat slap.txt >&2; false; }
+	cat slap.txt
+	grep -qE 'Time to set +16000 keys' slap.txt
+	stats_rdma cli.log 10000 tx
+	stop_bg "$BG_PID"
+	stats_rdma srv.log 10000 rx
+	rdma_crossed 1000
+	echo "# memcslap over librsock: $(grep -oE 'Time to set.*' slap.txt | tr -s ' ')" >&3
+}
