@@ -785,7 +785,14 @@ struct cm_client {
 };
 
 /* Send the probe; 1 = the beacon answered, 0 = plain peer, -errno. */
-static int probe(struct cm_client *c, uint16_t cport)
+/* IB CM reject reasons (IBA 12.6.7.2) that say something about the peer. */
+#define CM_REJ_NO_RESOURCES 3
+#define CM_REJ_STALE_CONN 10
+#define CM_REJ_CONSUMER 28
+
+/* One probe request. Returns 1 (a librsock beacon answered), 0 (a plain
+ * peer), -EAGAIN (a transient reject: try again), or -errno. */
+static int probe_once(struct cm_client *c, uint16_t cport, int64_t deadline)
 {
 	struct rdma_event_channel *ch = new_channel();
 	struct rdma_cm_id *id = NULL;
@@ -794,7 +801,7 @@ static int probe(struct cm_client *c, uint16_t cport)
 	uint8_t buf[PROTO_PROBE_LEN];
 	struct rdma_conn_param cp;
 	struct sockaddr_storage src;
-	int64_t deadline = now_ms() + cm_settings.probe_ms;
+	uint32_t qpn = 0;
 	int rc;
 
 	if (!ch)
@@ -817,7 +824,13 @@ static int probe(struct cm_client *c, uint16_t cport)
 	sa_addr16((struct sockaddr *)&c->peer, pr.server_addr);
 	proto_probe_encode(&pr, buf, sizeof(buf));
 	tp_conn_param(&cp, buf, sizeof(buf));
-	cp.qp_num = 1; /* no QP: this request is always rejected */
+	/* No QP: the request is always rejected. The peer's CM still keys
+	 * requests by (our device, QP number), and concurrent probes with one
+	 * number would be rejected as stale connections: each gets its own,
+	 * from the top of the 24-bit space where real QPs rarely are. */
+	if (getrandom(&qpn, sizeof(qpn), 0) != sizeof(qpn))
+		qpn = (uint32_t)now_ms() * 2654435761u;
+	cp.qp_num = 0x800000u | (qpn & 0x7fffffu);
 	if (rdma_connect(id, &cp)) {
 		rc = -errno;
 		goto out;
@@ -831,7 +844,10 @@ static int probe(struct cm_client *c, uint16_t cport)
 				: -EPROTO;
 		log_debug("probe: rejected (status %d, %u bytes of private data, beacon %d)",
 			  ev->status, ev->param.conn.private_data_len, d);
-		rc = d > 0;
+		if (d <= 0 && (ev->status == CM_REJ_STALE_CONN || ev->status == CM_REJ_NO_RESOURCES))
+			rc = -EAGAIN;
+		else
+			rc = d > 0;
 	} else if (rc == 0) {
 		rc = -EPROTO; /* something accepted a request without a QP */
 	}
@@ -840,6 +856,19 @@ out:
 	if (id)
 		rdma_destroy_id(id);
 	rdma_destroy_event_channel(ch);
+	return rc;
+}
+
+/* Ask the peer's beacon whether librsock serves the port (doc/design.md
+ * section 8). Returns 1, 0 (a plain peer), or -errno (-EAGAIN: the peer's
+ * CM kept refusing for want of resources; not the peer's nature). */
+static int probe(struct cm_client *c, uint16_t cport)
+{
+	int64_t deadline = now_ms() + cm_settings.probe_ms;
+	int rc = -EAGAIN;
+
+	for (int i = 0; i < 4 && rc == -EAGAIN && left_ms(deadline) > 0; i++)
+		rc = probe_once(c, cport, deadline);
 	return rc;
 }
 
@@ -930,7 +959,9 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, struct c
 		log_debug("probe of port %u: %s (%d)", sa_port(addr), rc == 0 ? "plain peer" : "failed", rc);
 		if (rc == 0 || rc == -ETIMEDOUT)
 			neg_insert(addr);
-		*why = rc == 0 || rc == -ETIMEDOUT ? RSOCK_FB_PEER : RSOCK_FB_NO_DEVICE;
+		*why = rc == 0 || rc == -ETIMEDOUT ? RSOCK_FB_PEER
+		       : rc == -EAGAIN		    ? RSOCK_FB_RESOURCES
+						    : RSOCK_FB_NO_DEVICE;
 		client_free(c);
 		return 0;
 	}

@@ -211,7 +211,7 @@ static int item_hook(struct ep *ep, struct ep_item *it)
 		if (fds[i] < 0)
 			continue;
 		e.events = evs[i];
-		e.data.ptr = it;
+		e.data.ptr = (char *)it + i; /* odd: the control connection */
 		if (rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_ADD, fds[i], &e) == 0)
 			*mine[i] = fds[i];
 		else if (errno != EEXIST)
@@ -243,6 +243,7 @@ static void item_unhook(struct ep *ep, struct ep_item *it)
 			o->efd = it->efd;
 		}
 		if (it->cfd >= 0) {
+			e.data.ptr = (char *)o + 1;
 			e.events = EPOLLRDHUP | EPOLLET;
 			rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_MOD, it->cfd, &e);
 			o->cfd = it->cfd;
@@ -545,6 +546,35 @@ static int64_t now_ns(void)
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* Before sleeping: busy-poll the streams' completion queues for at most
+ * RSOCK_POLL_US (an instance with few RDMA streams only: the cost grows
+ * with them), as wait_event() does for a blocking call. A completion that
+ * comes within it costs no sleep and no wake-up. Returns 1 when a stream
+ * moved (it is on the ready list then). Lock not held. */
+#define EP_SPIN_MAX_STREAMS 16
+static int spin(struct ep *ep)
+{
+	int64_t end;
+	int found = 0;
+
+	if (!tp_settings.poll_us || ep->n_rdma > EP_SPIN_MAX_STREAMS)
+		return 0;
+	end = now_ns() + (int64_t)tp_settings.poll_us * 1000;
+	do {
+		struct ep_item *it, *tmp;
+		pthread_mutex_lock(&ep->lock);
+		HASH_ITER(hh, ep->items, it, tmp)
+		{
+			if (it->rdma && !it->disabled && tp_spin(it->c->tp)) {
+				ready_add(ep, it);
+				found = 1;
+			}
+		}
+		pthread_mutex_unlock(&ep->lock);
+	} while (!found && now_ns() < end);
+	return found;
+}
+
 /* One kernel wait on the instance: epoll_pwait2 when libc has it. */
 static int kwait(int kfd, struct epoll_event *evs, int max, int64_t ns, const sigset_t *mask)
 {
@@ -597,6 +627,8 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			left = 0;
 		else if (tmo && (left = deadline - now_ns()) < 0)
 			left = 0;
+		if (left != 0 && spin(ep))
+			continue; /* a stream moved: report it */
 		k = kwait(ep->kfd, evs + n, max - n, left, mask);
 		if (k < 0) {
 			int e = errno;
@@ -626,7 +658,16 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 				internal++;
 				continue;
 			}
+			int ctl = (uintptr_t)tag & 1;
+			if (ctl)
+				tag = (char *)tag - 1;
 			HASH_FIND(hp, ep->tags, &tag, sizeof(tag), it);
+			if (it && ctl) {
+				tp_control_event(it->c->tp);
+				ready_add(ep, it);
+				internal++;
+				continue;
+			}
 			if (it) {
 				if (tp_consume(it->c->tp) &&
 				    atomic_load_explicit(&it->c->tp->watchers, memory_order_relaxed) > 1)

@@ -130,9 +130,17 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 			rc = -errno; /* EINTR from a signal the mask let through */
 			break;
 		}
-		for (nfds_t i = 0; i < n; i++)
-			if (cs[i])
-				tp_wait_done(cs[i]->tp);
+		for (nfds_t i = 0, j = n; i < n; i++) {
+			if (!cs[i])
+				continue;
+			tp_wait_done(cs[i]->tp);
+			/* ext[] holds, per stream, the wait fd (if armed) then the
+			 * control connection. */
+			while (j < m && ext[j].fd != cs[i]->tp->tcp_fd)
+				j++;
+			if (j < m && ext[j].revents)
+				tp_control_event(cs[i]->tp);
+		}
 		if (r == 0 && tmo && deadline - mono_ns() <= 0)
 			deadline = mono_ns(); /* one last look, then time out */
 	}

@@ -35,6 +35,7 @@ int tp_new(struct ibv_pd *pd, uint32_t ring_size, int tcp_fd, struct tp **out)
 	pthread_mutex_init(&t->lock, NULL);
 	t->pd = pd;
 	t->owner = getpid();
+	atomic_init(&t->ctl_dirty, 1);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. */
 	t->tcp_fd = rsock_real.fcntl(tcp_fd, F_DUPFD_CLOEXEC, 512);
@@ -280,6 +281,24 @@ static void check_control(struct tp *t)
 		log_warn_rl("fd %d: %zd unexpected bytes on the control connection", t->tcp_fd, r);
 		rsock_real.recv(t->tcp_fd, b, (size_t)r, MSG_DONTWAIT);
 	}
+}
+
+/* Whether an empty non-blocking read should look at the control connection
+ * (a syscall): when a waiter saw it readable, and at least every 10 ms for
+ * applications that never wait. Caller holds the lock. */
+static int control_due(struct tp *t)
+{
+	struct timespec ts;
+	int64_t now;
+
+	if (atomic_exchange_explicit(&t->ctl_dirty, 0, memory_order_relaxed))
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (now - t->ctl_last_ms < 10)
+		return 0;
+	t->ctl_last_ms = now;
+	return 1;
 }
 
 /* Sleep until a completion or a control-connection event, lock released
@@ -579,11 +598,16 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		}
 		if (t->eof || t->peer_gone || t->err)
 			break; /* end of stream */
-		send_credit(t);
+		/* No credit here: the thresholds of maybe_credit() leave the
+		 * sender at least 3/4 of the ring and half the messages whenever
+		 * we have read everything (doc/design.md section 9), and a credit
+		 * per empty read would wake the peer for nothing. */
 		if (nonblock) {
-			check_control(t);
-			if (t->peer_gone || t->err)
-				continue;
+			if (control_due(t)) {
+				check_control(t);
+				if (t->peer_gone || t->err)
+					continue;
+			}
 			r = -EAGAIN;
 			break;
 		}
@@ -629,7 +653,10 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 	}
 	pthread_mutex_lock(&t->lock);
 	progress(t);
-	check_control(t);
+	/* The control connection is looked at (a syscall) only when a waiter
+	 * saw it readable: nothing but FIN or RST ever comes on it. */
+	if (atomic_exchange_explicit(&t->ctl_dirty, 0, memory_order_relaxed))
+		check_control(t);
 	ev = ready_locked(t);
 	if (do_arm && !atomic_load_explicit(&t->armed, memory_order_relaxed)) {
 		/* Arm, then look again: a completion that came before the
@@ -655,6 +682,17 @@ int tp_wait_fd(struct tp *t)
 	fd = arm(t) ? -1 : t->cc->fd;
 	pthread_mutex_unlock(&t->lock);
 	return fd;
+}
+
+int tp_spin(struct tp *t)
+{
+	int n;
+
+	if (t->owner != getpid() || pthread_mutex_trylock(&t->lock))
+		return 0;
+	n = progress(t);
+	pthread_mutex_unlock(&t->lock);
+	return n > 0;
 }
 
 int tp_event_fd(struct tp *t)

@@ -79,6 +79,8 @@ struct tp {
 	_Atomic int armed;           /* a completion event is requested or pending */
 	_Atomic uint64_t evseq;      /* counts completions and control events */
 	_Atomic int watchers;        /* epoll registrations of this stream */
+	_Atomic int ctl_dirty;       /* the control connection was seen readable */
+	int64_t ctl_last_ms;         /* when an empty read last looked at it */
 };
 
 /* Allocate the stream and its rings (rx and tx of ring_size bytes each),
@@ -127,6 +129,17 @@ int tp_consume(struct tp *t);
  * requested too (unless they already are), so that the completion channel
  * (tp_event_fd) becomes readable on the next completion. */
 short tp_ready(struct tp *t, int do_arm, uint64_t *seq);
+
+/* A waiter saw the control connection (tcp_fd) readable: the next
+ * tp_ready() looks at it. */
+static inline void tp_control_event(struct tp *t)
+{
+	atomic_store_explicit(&t->ctl_dirty, 1, memory_order_relaxed);
+}
+
+/* One look at the completion queue, for a waiter's busy-poll: 1 when there
+ * was something. Never blocks (0 when another thread holds the stream). */
+int tp_spin(struct tp *t);
 
 /* The completion channel's descriptor, or -1 (not this process's stream). */
 int tp_event_fd(struct tp *t);

@@ -79,6 +79,8 @@ rsock_env() {
 	stats_rdma srv.log 10000 rx
 	stats_rdma bench.log 10000 tx
 	stats_rdma bench16.log 10000 tx
+	stats_only_rdma bench.log
+	stats_only_rdma bench16.log
 	rdma_crossed 1000
 	echo "# redis-benchmark over librsock: $(rps bench.txt), with -P 16: $(rps bench16.txt)" >&3
 }
@@ -120,6 +122,7 @@ rsock_env() {
 	cat slap.txt
 	grep -qE 'Time to set +16000 keys' slap.txt
 	stats_rdma cli.log 10000 tx
+	stats_only_rdma cli.log
 	stop_bg "$BG_PID"
 	stats_rdma srv.log 10000 rx
 	rdma_crossed 1000

@@ -101,3 +101,18 @@ stats_tcp() {
 		return 1
 	fi
 }
+
+# stats_only_rdma FILE: at least one stream, and every stream carried by RDMA
+# (none fell back: concurrent connects included).
+stats_only_rdma() {
+	local line
+	line=$(stats_line "$1") || return 1
+	[[ "$line" =~ streams\ tcp=([0-9]+)\ rdma=([0-9]+) ]] || {
+		echo "unparsable stats line: $line" >&2
+		return 1
+	}
+	if [ "${BASH_REMATCH[1]}" -ne 0 ] || [ "${BASH_REMATCH[2]}" -lt 1 ]; then
+		echo "expected RDMA streams only: $line" >&2
+		return 1
+	fi
+}
