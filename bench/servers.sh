@@ -108,6 +108,7 @@ nginx_run() {
 	mkdir -p "$d/www" "$d/tmp"
 	head -c 1024 /dev/urandom >"$d/www/1k"
 	cat >"$d/nginx.conf" <<EOF
+user root;
 worker_processes 2;
 daemon off;
 pid $d/nginx.pid;

@@ -29,6 +29,7 @@
 #include "real.h"
 #include "stats.h"
 #include "transport.h"
+#include "ucm.h"
 
 struct cm_settings cm_settings = {
 	.ring_kb = 256, .probe_ms = 1500, .handshake_ms = 2000, .neg_cache_s = 30};
@@ -93,6 +94,15 @@ static int sa_is_loopback(const struct sockaddr *sa)
 }
 
 /* The wildcard address (INADDR_ANY / in6addr_any). */
+/* The wildcard address of ss's family, port unchanged. */
+static void sa_wildcard(struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_addr.s_addr = htonl(INADDR_ANY);
+	else if (ss->ss_family == AF_INET6)
+		((struct sockaddr_in6 *)ss)->sin6_addr = in6addr_any;
+}
+
 static int sa_is_any(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
@@ -409,7 +419,8 @@ struct cm_obj {
 struct beacon {
 	struct cm_obj obj;
 	const void *owner;
-	struct rdma_cm_id *id;
+	uint32_t kid;       /* the kernel's id of the listening ucm id */
+	struct sockaddr_storage addr; /* the TCP listener's address */
 	pid_t pid;          /* the process whose cm thread serves it */
 	struct beacon *next;
 };
@@ -433,6 +444,7 @@ struct pending {
 };
 
 static struct rdma_event_channel *cm_ch;
+static int cm_ucm = -1; /* the beacons' connection-manager file (ucm.h) */
 static pthread_t cm_thread;
 static int cm_thread_pid; /* the process the thread runs in */
 static struct beacon *beacons;
@@ -442,29 +454,9 @@ static struct pending *pendings;
 static void on_connect_request(struct rdma_cm_event *ev)
 {
 	struct cm_obj *o = ev->listen_id ? ev->listen_id->context : NULL;
-	struct proto_beacon b = {.version = PROTO_VERSION, .flags = 0};
-	uint8_t buf[PROTO_BEACON_LEN];
 	const void *pd = ev->param.conn.private_data;
 	uint8_t pdlen = ev->param.conn.private_data_len;
 
-	if (o && o->kind == CTX_BEACON) {
-		struct proto_probe pr;
-		/* Only a valid probe, whose tuple is now recorded for accept(),
-		 * gets the beacon: a client told "librsock listens here" sends
-		 * its hello on TCP, so the server must be able to recognise that
-		 * stream. Anything else is rejected without private data (the
-		 * sender then stays on TCP). */
-		if (pd && proto_probe_decode(pd, pdlen, &pr) > 0 && tuple_put(&pr) == 0) {
-			log_debug("beacon: probe from port %u to port %u", pr.client_port, pr.server_port);
-			proto_beacon_encode(&b, buf, sizeof(buf));
-			rdma_reject(ev->id, buf, sizeof(buf));
-		} else {
-			log_debug("beacon: connect request without a valid probe (%u bytes)", pdlen);
-			rdma_reject(ev->id, NULL, 0);
-		}
-		ev->id->context = NULL;
-		return;
-	}
 	if (o && o->kind == CTX_LISTENER && pd && pdlen >= 8) {
 		uint64_t token;
 		struct pending *p;
@@ -490,6 +482,42 @@ static void on_connect_request(struct rdma_cm_event *ev)
 	}
 	rdma_reject(ev->id, NULL, 0);
 	ev->id->context = NULL;
+}
+
+/* A connect request on a beacon (through ucm): a valid probe, whose tuple is
+ * now recorded for accept(), gets the beacon; anything else is rejected
+ * without private data (the sender then stays on TCP). A client told
+ * "librsock listens here" sends its hello on TCP, so the server must be able
+ * to recognise that stream. */
+static void on_beacon_request(const struct ucm_event *ev)
+{
+	struct proto_beacon pb = {.version = PROTO_VERSION, .flags = 0};
+	uint8_t buf[PROTO_BEACON_LEN];
+	struct proto_probe pr;
+	struct beacon *bc;
+	uint8_t want[16];
+	int ok = 0;
+
+	pthread_mutex_lock(&cm_lock);
+	for (bc = beacons; bc; bc = bc->next)
+		if ((uintptr_t)bc == ev->uid && bc->pid == getpid())
+			break;
+	if (bc) {
+		sa_addr16((struct sockaddr *)&bc->addr, want);
+		ok = proto_probe_decode(ev->pdata, ev->pdata_len, &pr) > 0 &&
+		     (sa_is_any((struct sockaddr *)&bc->addr) || !memcmp(want, pr.server_addr, 16)) &&
+		     tuple_put(&pr) == 0;
+	}
+	pthread_mutex_unlock(&cm_lock);
+	if (ok) {
+		log_debug("beacon: probe from port %u to port %u", pr.client_port, pr.server_port);
+		proto_beacon_encode(&pb, buf, sizeof(buf));
+		ucm_reject(cm_ucm, ev->id, buf, sizeof(buf));
+	} else {
+		log_debug("beacon: connect request without a valid probe (%u bytes)", ev->pdata_len);
+		ucm_reject(cm_ucm, ev->id, NULL, 0);
+	}
+	ucm_destroy(cm_ucm, ev->id);
 }
 
 static void on_event(struct rdma_cm_event *ev)
@@ -530,15 +558,19 @@ static void on_event(struct rdma_cm_event *ev)
 
 static void *cm_main(void *arg)
 {
-	struct pollfd p = {.fd = cm_ch->fd, .events = POLLIN};
+	struct pollfd p[2] = {{.fd = cm_ch->fd, .events = POLLIN}, {.fd = cm_ucm, .events = POLLIN}};
 	struct rdma_cm_event *ev;
+	struct ucm_event uev;
 
 	(void)arg;
 	rsock_guard_enter(); /* this thread's libc calls are the library's own */
 	for (;;) {
 		while (rdma_get_cm_event(cm_ch, &ev) == 0)
 			on_event(ev);
-		rsock_real.poll(&p, 1, -1);
+		while (ucm_get_event(cm_ucm, &uev) == 1)
+			if (uev.event == UCM_EVENT_CONNECT_REQUEST)
+				on_beacon_request(&uev);
+		rsock_real.poll(p, 2, -1);
 	}
 	return NULL;
 }
@@ -556,6 +588,8 @@ static int cm_start(void)
 	 * reads it): this process gets a channel and a thread of its own. */
 	if (!(cm_ch = new_channel()))
 		return errno ? -errno : -ENODEV;
+	if ((cm_ucm = ucm_open()) < 0)
+		return cm_ucm;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
 	rc = -pthread_create(&cm_thread, NULL, cm_main, NULL);
@@ -571,6 +605,7 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 {
 	struct beacon *b;
 	struct sockaddr_storage ss;
+	int rc;
 
 	if (sa_is_loopback(addr) || len > sizeof(ss))
 		return;
@@ -580,20 +615,29 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 		return;
 	b->obj.kind = CTX_BEACON;
 	b->owner = owner;
+	memcpy(&b->addr, &ss, sizeof(ss));
 	pthread_mutex_lock(&cm_lock);
 	tuples_create();
-	if (!tuples || cm_start() || rdma_create_id(cm_ch, &b->id, &b->obj, RDMA_PS_TCP)) {
-		b->id = NULL;
+	if (!tuples || cm_start())
+		goto fail;
+	/* The TCP listener's port on the wildcard address, so that probes for
+	 * any address reach it (those for another address than the listener's
+	 * are refused); if another process holds that, the listener's own
+	 * address. Through ucm, no device is opened in this process (ucm.h):
+	 * the workers a listen-then-fork server forks open their own. Where
+	 * the address has no RDMA device, the bind fails harmlessly (the
+	 * streams stay on TCP). */
+	sa_wildcard(&ss);
+	rc = ucm_listen(cm_ucm, (struct sockaddr *)&ss, sa_len((struct sockaddr *)&ss),
+			(uintptr_t)b, &b->kid, 128);
+	if (rc == -EADDRINUSE) {
+		memcpy(&ss, addr, len);
+		rc = ucm_listen(cm_ucm, (struct sockaddr *)&ss, len, (uintptr_t)b, &b->kid, 128);
+	}
+	if (rc) {
+		log_debug("no beacon on port %u (%d): its streams stay on TCP", sa_port(addr), rc);
 		goto fail;
 	}
-	/* Same address and port as the TCP listener; fails harmlessly where
-	 * the address has no RDMA device (the stream stays on TCP). */
-	if (rdma_bind_addr(b->id, (struct sockaddr *)&ss) || rdma_listen(b->id, 128)) {
-		log_debug("no beacon on port %u (errno %d): its streams stay on TCP", sa_port(addr), errno);
-		goto fail;
-	}
-	if (b->id->verbs)
-		dev_find(b->id->verbs);
 	b->pid = getpid();
 	b->next = beacons;
 	beacons = b;
@@ -602,8 +646,6 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 	return;
 fail:
 	pthread_mutex_unlock(&cm_lock);
-	if (b->id)
-		rdma_destroy_id(b->id);
 	free(b);
 }
 
@@ -623,7 +665,7 @@ void cm_unlisten(const void *owner)
 		/* A child closing an inherited listener must not tear down the
 		 * parent's beacon: the id is the parent's. */
 		if (b->pid == getpid())
-			rdma_destroy_id(b->id);
+			ucm_destroy(cm_ucm, b->kid);
 		free(b);
 	}
 }
@@ -1074,10 +1116,36 @@ static int send_nak(int fd, int status, int64_t deadline)
 	return ctl_write(fd, buf, sizeof(buf), deadline);
 }
 
-int cm_server_accept(const void *owner, int fd, struct tp **out)
+int cm_server_probed(const void *owner, int fd)
 {
 	struct sockaddr_storage peer, local;
 	socklen_t pl = sizeof(peer), ll = sizeof(local);
+
+	if (!has_beacon(owner))
+		return RSOCK_FB_NO_DEVICE;
+	if (rsock_real.getpeername(fd, (struct sockaddr *)&peer, &pl) ||
+	    rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
+		return RSOCK_FB_PROTOCOL;
+	if (!tuple_take((struct sockaddr *)&peer, sa_port((struct sockaddr *)&local))) {
+		log_debug("accept: fd %d from port %u was not probed: a plain client", fd,
+			  sa_port((struct sockaddr *)&peer));
+		return RSOCK_FB_PEER; /* a plain client: TCP from the first byte */
+	}
+	return 0;
+}
+
+int cm_server_accept(const void *owner, int fd, struct tp **out)
+{
+	int why = cm_server_probed(owner, fd);
+
+	*out = NULL;
+	return why ? why : cm_server_handshake(fd, out);
+}
+
+int cm_server_handshake(int fd, struct tp **out)
+{
+	struct sockaddr_storage local;
+	socklen_t ll = sizeof(local);
 	uint8_t buf[PROTO_HELLO_LEN];
 	struct proto_hello h;
 	struct proto_hello_ack a = {.version = PROTO_VERSION};
@@ -1090,16 +1158,8 @@ int cm_server_accept(const void *owner, int fd, struct tp **out)
 	int why, rc = 0;
 
 	*out = NULL;
-	if (!has_beacon(owner))
-		return RSOCK_FB_NO_DEVICE;
-	if (rsock_real.getpeername(fd, (struct sockaddr *)&peer, &pl) ||
-	    rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
+	if (rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
 		return RSOCK_FB_PROTOCOL;
-	if (!tuple_take((struct sockaddr *)&peer, sa_port((struct sockaddr *)&local))) {
-		log_debug("accept: fd %d from port %u was not probed: a plain client", fd,
-			  sa_port((struct sockaddr *)&peer));
-		return RSOCK_FB_PEER; /* a plain client: TCP from the first byte */
-	}
 
 	/* A librsock client: its hello is the first thing on the stream. */
 	deadline = now_ms() + 2 * cm_settings.handshake_ms;

@@ -62,4 +62,11 @@ void cm_unlisten(const void *owner);
  * *out when the stream now runs over RDMA, or a positive fallback reason. */
 int cm_server_accept(const void *owner, int fd, struct tp **out);
 
+/* The two halves of cm_server_accept(). cm_server_probed: 0 when the client
+ * of the accepted fd probed our beacon (its hello comes first on the stream),
+ * else the fallback reason. cm_server_handshake: the rest, done where the
+ * stream is first used (doc/design.md section 6): 0 and *out, or the reason. */
+int cm_server_probed(const void *owner, int fd);
+int cm_server_handshake(int fd, struct tp **out);
+
 #endif

@@ -48,6 +48,28 @@ void conn_unref(struct conn *c)
 	errno = saved;
 }
 
+void conn_settle(struct conn *c, int fd)
+{
+	struct tp *t = NULL;
+	int why;
+
+	pthread_mutex_lock(&c->lock);
+	if (atomic_load(&c->hello_due)) {
+		why = cm_server_handshake(fd, &t);
+		if (why == 0) {
+			c->tp = t;
+			atomic_store(&c->path, CONN_PATH_RDMA);
+			ep_stream_converted();
+		} else {
+			atomic_store(&c->path, CONN_PATH_TCP);
+			stats_fallback((enum rsock_fallback_reason)why);
+		}
+		stats_stream(t != NULL);
+		atomic_store(&c->hello_due, 0);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 void conn_fd_gone(struct conn *c)
 {
 	if (c && atomic_fetch_sub_explicit(&c->nfds, 1, memory_order_acq_rel) == 1 && c->ep_items)

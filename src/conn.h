@@ -51,6 +51,7 @@ struct conn {
 	struct ep *ep;          /* not a stream but an epoll instance (epoll.c); immutable */
 	struct ep_item *ep_items; /* this stream's epoll registrations (epoll.c's global lock) */
 	_Atomic int nfds;       /* descriptors of this process in the fd table */
+	_Atomic int hello_due;  /* accepted from a librsock client, handshake not done yet */
 };
 
 /* A new conn with one reference, or NULL (out of memory). */
@@ -65,6 +66,18 @@ void conn_unref(struct conn *c);
  * When it was the last one, c leaves every epoll instance, as a closed file
  * leaves the kernel's. */
 void conn_fd_gone(struct conn *c);
+
+/* An accepted stream whose client probed us does its handshake (RDMA or
+ * TCP) at its first use, in the process that uses it: every shim that looks
+ * at a stream's path calls this first. Blocks at most the handshake time;
+ * takes c->lock. */
+void conn_settle(struct conn *c, int fd);
+
+static inline void conn_settle_maybe(struct conn *c, int fd)
+{
+	if (RSOCK_UNLIKELY(c && atomic_load_explicit(&c->hello_due, memory_order_acquire)))
+		conn_settle(c, fd);
+}
 
 /* Account bytes carried for this stream (r > 0 only). */
 void conn_account_tx(struct conn *c, long long r);

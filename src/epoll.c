@@ -316,10 +316,14 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 	struct conn *epc;
 	struct ep *ep;
 	struct ep_item *it;
-	int path = atomic_load(&sc->path), rc = 0;
-	int undecided = path == CONN_PATH_UNDECIDED && atomic_load(&sc->role) != CONN_ROLE_LISTENER;
+	int path, rc = 0;
+	int undecided;
 	struct ep_item *gone = NULL;
 
+	if (op == EPOLL_CTL_ADD)
+		conn_settle_maybe(sc, fd);
+	path = atomic_load(&sc->path);
+	undecided = path == CONN_PATH_UNDECIDED && atomic_load(&sc->role) != CONN_ROLE_LISTENER;
 	if (sc->ep || (path != CONN_PATH_RDMA && !undecided && !sc->ep_items))
 		return 1;
 	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL)

@@ -13,6 +13,7 @@ int event_fd_is_rdma(int fd)
 
 	if (!fdtab_maybe_tracked(fd) || !(c = fdtab_get(fd)))
 		return 0;
+	conn_settle_maybe(c, fd);
 	rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA;
 	conn_unref(c);
 	return rdma;

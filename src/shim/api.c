@@ -26,6 +26,7 @@ RSOCK_EXPORT int rsock_fd_transport(int fd)
 		return -1;
 	}
 	if ((c = fdtab_get(fd)) && !c->ep) {
+		conn_settle_maybe(c, fd); /* an accepted stream decides at its first use */
 		switch (atomic_load(&c->path)) {
 		case CONN_PATH_TCP:
 			t = RSOCK_TRANSPORT_TCP;

@@ -214,6 +214,8 @@ static RSOCK_COLD int ioctl_slow(int fd, unsigned long req, void *arg)
 	struct conn *c = shim_conn(fd);
 	int r;
 
+	if (req == FIONREAD)
+		conn_settle_maybe(c, fd);
 	if (c && req == FIONREAD && atomic_load(&c->path) == CONN_PATH_RDMA && arg) {
 		*(int *)arg = tp_readable_bytes(c->tp);
 		conn_unref(c);

@@ -31,6 +31,7 @@ static struct tp *io_begin(int fd, struct conn **cp)
 	*cp = c;
 	if (!c)
 		return NULL;
+	conn_settle_maybe(c, fd);
 	if (RSOCK_UNLIKELY(c->stale_ack)) {
 		int r = cm_drop_stale_ack(fd);
 		if (r == -EAGAIN && !atomic_load(&c->nonblock)) {

@@ -127,8 +127,23 @@ again:
 		int saved = errno, why = RSOCK_FB_RULES;
 		struct tp *t = NULL;
 		struct conn *n;
-		if (atomic_load(&c->rules) == RULES_RDMA)
-			why = cm_server_accept(c, nfd, &t);
+		if (atomic_load(&c->rules) == RULES_RDMA) {
+			if (rsock_config.mode == RSOCK_MODE_RDMA) {
+				why = cm_server_accept(c, nfd, &t);
+			} else if ((why = cm_server_probed(c, nfd)) == 0) {
+				/* A librsock client: the handshake waits for the
+				 * first use of the stream, in whichever process
+				 * that is (fork-after-accept servers). */
+				n = shim_track_new(nfd, c->domain, CONN_ROLE_ACCEPTED,
+						   CONN_PATH_UNDECIDED, is4 && (flags & SOCK_NONBLOCK));
+				if (n)
+					atomic_store(&n->hello_due, 1);
+				conn_unref(n);
+				errno = saved;
+				conn_unref(c);
+				return nfd;
+			}
+		}
 		if (why && rsock_config.mode == RSOCK_MODE_RDMA) {
 			/* No silent fallback: refuse this stream with a reset. */
 			struct linger lg = {.l_onoff = 1, .l_linger = 0};
@@ -281,6 +296,7 @@ static RSOCK_COLD int shutdown_slow(int fd, int how)
 	struct conn *c = shim_conn(fd);
 	int r;
 
+	conn_settle_maybe(c, fd);
 	if (!c || atomic_load(&c->path) != CONN_PATH_RDMA) {
 		conn_unref(c);
 		return REAL_CALL(shutdown, fd, how);

@@ -128,3 +128,82 @@ rsock_env() {
 	rdma_crossed 1000
 	echo "# memcslap over librsock: $(grep -oE 'Time to set.*' slap.txt | tr -s ' ')" >&3
 }
+
+@test "nginx: master and 2 workers (listen-then-fork, sendfile on) with wrk and curl over RDMA" {
+	require_cmd nginx wrk curl
+	local port
+	port=$(free_port)
+	mkdir -p www tmp
+	rand_file www/blob 3000000
+	head -c 1024 /dev/urandom >www/1k
+	cat >nginx.conf <<CONF
+user root;
+worker_processes 2;
+daemon off;
+pid $PWD/nginx.pid;
+error_log $PWD/error.log;
+events { worker_connections 256; }
+http {
+	access_log off;
+	sendfile on;
+	client_body_temp_path $PWD/tmp; proxy_temp_path $PWD/tmp; fastcgi_temp_path $PWD/tmp;
+	uwsgi_temp_path $PWD/tmp; scgi_temp_path $PWD/tmp;
+	server { listen $ADDR_B:$port; root $PWD/www; }
+}
+CONF
+	rdma_snapshot
+	start_bg srv env $(rsock_env srv) nginx -c "$PWD/nginx.conf" -e "$PWD/error.log"
+	wait_for_port "$port" 20 "$BG_PID"
+	[ "$(pgrep -P "$(pgrep -f "nginx: master" | head -n 1)" | wc -l)" -ge 2 ]
+	if [ -n "${RSOCK_SAN_PRELOAD:-}" ]; then
+		bounded 60 env $(rsock_env cli) /usr/bin/python3 "$RSOCK_SRC_DIR/test/bats/fetch.py" \
+			"http://$ADDR_B:$port/blob" got
+	else
+		bounded 60 env $(rsock_env cli) curl -sS -o got "http://$ADDR_B:$port/blob"
+	fi
+	same_file www/blob got "GET /blob through nginx's sendfile"
+	stats_only_rdma cli.log
+	stats_rdma cli.log 3000000 rx
+	bounded 60 env $(rsock_env wrk) wrk -t 2 -c 16 -d 3s "http://$ADDR_B:$port/1k" >wrk.txt 2>&1 ||
+		{ cat wrk.txt >&2; false; }
+	cat wrk.txt
+	grep -qE '^Requests/sec' wrk.txt
+	! grep -qE 'Non-2xx|Socket errors' wrk.txt
+	stats_only_rdma wrk.log
+	rdma_crossed 1000
+	echo "# nginx + wrk over librsock: $(grep -E '^Requests/sec' wrk.txt)" >&3
+}
+
+@test "PostgreSQL (fork-after-accept backends) with pgbench -c 4 over RDMA" {
+	local bin=/usr/lib/postgresql/15/bin port
+	[ -x "$bin/postgres" ] || bin=$(dirname "$(command -v postgres || echo /x/y)")
+	[ -x "$bin/postgres" ] || { echo "postgres is not installed" >&2; false; }
+	require_cmd pgbench runuser
+	port=$(free_port)
+	# The server runs as postgres: its files live where that user can reach.
+	PG=$(mktemp -d /tmp/rsock-pg.XXXXXX)
+	chmod 755 "$PG"
+	chown postgres "$PG"
+	touch "$PG/srv.log"
+	chown postgres "$PG/srv.log"
+	bounded 120 runuser -u postgres -- "$bin/initdb" -D "$PG/data" -A trust -U postgres >initdb.txt 2>&1 ||
+		{ cat initdb.txt >&2; false; }
+	echo "host all all 0.0.0.0/0 trust" >>"$PG/data/pg_hba.conf"
+	rdma_snapshot
+	start_bg srv runuser -u postgres -- env RSOCK_STATS=1 RSOCK_LOG_FILE="$PG/srv.log" \
+		LD_PRELOAD="$(rsock_preload_value)" "$bin/postgres" -D "$PG/data" \
+		-h "$ADDR_B" -p "$port" -k "$PG" -c fsync=off
+	wait_for_port "$port" 30 "$BG_PID"
+	bounded 120 env $(rsock_env init) pgbench -h "$ADDR_B" -p "$port" -U postgres -i -s 1 postgres >init.txt 2>&1 ||
+		{ cat init.txt srv.err >&2; false; }
+	bounded 120 env $(rsock_env pgb) pgbench -h "$ADDR_B" -p "$port" -U postgres -c 4 -T 3 postgres >pgb.txt 2>&1 ||
+		{ cat pgb.txt srv.err >&2; false; }
+	cat pgb.txt
+	grep -qE 'number of failed transactions: 0|tps = ' pgb.txt
+	stats_only_rdma pgb.log
+	stats_rdma pgb.log 10000 tx
+	rdma_crossed 1000
+	echo "# pgbench -c 4 over librsock: $(grep -oE 'tps = [0-9.]+' pgb.txt | tail -1)" >&3
+	stop_bg "$BG_PID"
+	rm -rf "$PG"
+}
