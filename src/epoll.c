@@ -1,4 +1,4 @@
-/* epoll.c - see epoll.h and doc/design.md section 10.
+/* epoll.c - see epoll.h and doc/design.md section 12.
  *
  * Lock order: ep_glock (registrations: every conn's ep_items list and the
  * creation of shadows) -> ep->lock (items, ready list) -> tp->lock. ep_wait

@@ -9,7 +9,7 @@
  * that a completion or a peer's FIN wakes the sleeper. Streams carried by TCP
  * stay plain kernel registrations. A "bell" eventfd in the set is readable
  * while the ready list is not empty, which makes the instance readable for
- * an outer epoll, poll or select that nests it. doc/design.md section 10. */
+ * an outer epoll, poll or select that nests it. doc/design.md section 12. */
 #ifndef RSOCK_EPOLL_H
 #define RSOCK_EPOLL_H
 
