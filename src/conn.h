@@ -41,7 +41,6 @@ struct conn {
 	pthread_mutex_t lock;   /* guards the set-up fields below */
 	struct tp *tp;          /* the RDMA stream once path == RDMA (then immutable) */
 	int stale_ack;          /* a late hello answer may head the TCP stream */
-	int rd_shut;            /* shutdown(SHUT_RD) on an RDMA stream */
 	int beacon;             /* a listener with a beacon */
 	_Atomic int role;       /* enum conn_role */
 	_Atomic int path;       /* enum conn_path */

@@ -263,7 +263,10 @@ static void check_control(struct tp *t)
 	char b[64];
 	ssize_t r = rsock_real.recv(t->tcp_fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 
-	if (r == 0) {
+	if (r == 0 && t->rd_shut) {
+		/* Our own shutdown(SHUT_RD) ends the kernel socket's input too:
+		 * this end says nothing about the peer. */
+	} else if (r == 0) {
 		if (!t->peer_gone) {
 			log_debug("fd %d: the control connection was closed by the peer", t->tcp_fd);
 			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
@@ -596,8 +599,8 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			r = t->err;
 			break;
 		}
-		if (t->eof || t->peer_gone || t->err)
-			break; /* end of stream */
+		if (t->eof || t->peer_gone || t->err || t->rd_shut)
+			break; /* end of stream (or of our reading) */
 		/* No credit here: the thresholds of maybe_credit() leave the
 		 * sender at least 3/4 of the ring and half the messages whenever
 		 * we have read everything (doc/design.md section 9), and a credit
@@ -624,9 +627,9 @@ static short ready_locked(struct tp *t)
 {
 	short ev = 0;
 
-	if (ring_used(&t->rx) || t->eof || t->peer_gone || t->err)
+	if (ring_used(&t->rx) || t->eof || t->peer_gone || t->err || t->rd_shut)
 		ev |= POLLIN | POLLRDNORM;
-	if (t->eof || t->peer_gone)
+	if (t->eof || t->peer_gone || t->rd_shut)
 		ev |= POLLRDHUP;
 	if (t->err && t->err != -EPIPE)
 		ev |= POLLERR | POLLHUP | POLLRDHUP; /* a reset shuts both directions */
@@ -724,6 +727,18 @@ static int post_ctl(struct tp *t, enum proto_imm_type type)
 	if (t->err)
 		return t->err;
 	return post_write(t, NULL, 0, proto_imm_encode(type, 0), 0);
+}
+
+int tp_shutdown_rd(struct tp *t, int fd)
+{
+	if (foreign(t))
+		return -EIO;
+	pthread_mutex_lock(&t->lock);
+	t->rd_shut = 1;
+	pthread_mutex_unlock(&t->lock);
+	/* The kernel socket's input ends too: that wakes every thread blocked
+	 * on this stream (they sleep on it), as TCP's shutdown wakes readers. */
+	return rsock_real.shutdown(fd, SHUT_RD) ? -errno : 0;
 }
 
 int tp_shutdown_wr(struct tp *t)

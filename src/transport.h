@@ -74,6 +74,7 @@ struct tp {
 	int fin_sent;
 	int peer_gone;               /* control connection closed by the peer */
 	int err;                     /* sticky -errno: -ECONNRESET, -EIO ... */
+	int rd_shut;                 /* shutdown(SHUT_RD): reads end once the ring is empty */
 
 	/* Readiness plumbing for poll and epoll (event.c, epoll.c). */
 	_Atomic int armed;           /* a completion event is requested or pending */
@@ -146,6 +147,10 @@ int tp_event_fd(struct tp *t);
 
 /* Bytes readable now (FIONREAD). */
 int tp_readable_bytes(struct tp *t);
+
+/* shutdown(SHUT_RD) of the application's descriptor fd: reads return what
+ * the ring holds, then 0, and blocked readers wake. Returns 0 or -errno. */
+int tp_shutdown_rd(struct tp *t, int fd);
 
 /* shutdown(SHUT_WR): send FIN after the data. Returns 0 or -errno. */
 int tp_shutdown_wr(struct tp *t);

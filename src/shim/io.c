@@ -49,8 +49,6 @@ static ssize_t rdma_recv(struct conn *c, struct tp *t, const struct iovec *iov, 
 {
 	ssize_t r;
 
-	if (c->rd_shut)
-		return 0;
 	r = tp_recv(t, iov, n, flags, atomic_load(&c->nonblock));
 	if (!(flags & MSG_PEEK))
 		conn_account_rx(c, r);

@@ -309,8 +309,8 @@ static RSOCK_COLD int shutdown_slow(int fd, int how)
 	}
 	r = 0;
 	if (how != SHUT_WR)
-		c->rd_shut = 1;
-	if (how != SHUT_RD)
+		r = tp_shutdown_rd(c->tp, fd);
+	if (how != SHUT_RD && r == 0)
 		r = tp_shutdown_wr(c->tp);
 	conn_unref(c);
 	return (int)shim_ret(r);
