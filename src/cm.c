@@ -940,7 +940,8 @@ void cm_client_abandon(struct cm_client *c)
 	client_free(c);
 }
 
-int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, struct cm_client **state,
+int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const struct cm_bufs *bufs,
+		    struct cm_client **state,
 		    enum rsock_fallback_reason *why)
 {
 	struct cm_client *c;
@@ -1008,7 +1009,8 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, struct c
 		return 0;
 	}
 	pd = pd_for(c->id->verbs);
-	if (!pd || tp_new(pd, cm_settings.ring_kb * 1024, fd, &c->tp)) {
+	if (!pd || tp_new(pd, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
+			  ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), fd, &c->tp)) {
 		*why = RSOCK_FB_RESOURCES;
 		client_free(c);
 		return 0;
@@ -1134,15 +1136,15 @@ int cm_server_probed(const void *owner, int fd)
 	return 0;
 }
 
-int cm_server_accept(const void *owner, int fd, struct tp **out)
+int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, struct tp **out)
 {
 	int why = cm_server_probed(owner, fd);
 
 	*out = NULL;
-	return why ? why : cm_server_handshake(fd, out);
+	return why ? why : cm_server_handshake(fd, bufs, out);
 }
 
-int cm_server_handshake(int fd, struct tp **out)
+int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 {
 	struct sockaddr_storage local;
 	socklen_t ll = sizeof(local);
@@ -1178,7 +1180,9 @@ int cm_server_handshake(int fd, struct tp **out)
 	if (!l)
 		goto nak;
 	why = RSOCK_FB_RESOURCES;
-	if (!(pd = pd_for(l->id->verbs)) || tp_new(pd, cm_settings.ring_kb * 1024, fd, &p.tp))
+	if (!(pd = pd_for(l->id->verbs)) ||
+	    tp_new(pd, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
+		   ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), fd, &p.tp))
 		goto nak;
 	why = RSOCK_FB_PROTOCOL;
 	if (tp_set_peer(p.tp, h.ring_addr, h.ring_rkey, h.ring_size, h.max_inline))

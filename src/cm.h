@@ -36,7 +36,16 @@ extern struct cm_settings cm_settings RSOCK_HIDDEN;
  * 0 when the stream stays on TCP (*why set), or -errno. *state receives an
  * opaque object to pass to cm_client_finish / cm_client_abandon. */
 struct cm_client;
-int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, struct cm_client **state,
+
+/* The socket buffer sizes the application asked for (SO_RCVBUF, SO_SNDBUF;
+ * 0 = never set): the stream's receive and send rings follow them
+ * (ring_size_for), else RSOCK_RING_KB. */
+struct cm_bufs {
+	uint32_t rcvbuf, sndbuf;
+};
+
+int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const struct cm_bufs *bufs,
+		    struct cm_client **state,
 		    enum rsock_fallback_reason *why);
 
 /* Client: the TCP connection is up. Runs the hello exchange and the RDMA
@@ -60,13 +69,13 @@ void cm_unlisten(const void *owner);
 
 /* Server: fd was accepted from the listening socket `owner`. Returns 0 with
  * *out when the stream now runs over RDMA, or a positive fallback reason. */
-int cm_server_accept(const void *owner, int fd, struct tp **out);
+int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, struct tp **out);
 
 /* The two halves of cm_server_accept(). cm_server_probed: 0 when the client
  * of the accepted fd probed our beacon (its hello comes first on the stream),
  * else the fallback reason. cm_server_handshake: the rest, done where the
  * stream is first used (doc/design.md section 6): 0 and *out, or the reason. */
 int cm_server_probed(const void *owner, int fd);
-int cm_server_handshake(int fd, struct tp **out);
+int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out);
 
 #endif

@@ -55,7 +55,8 @@ void conn_settle(struct conn *c, int fd)
 
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->hello_due)) {
-		why = cm_server_handshake(fd, &t);
+		struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
+		why = cm_server_handshake(fd, &b, &t);
 		if (why == 0) {
 			c->tp = t;
 			atomic_store(&c->path, CONN_PATH_RDMA);

@@ -51,6 +51,7 @@ struct conn {
 	struct ep_item *ep_items; /* this stream's epoll registrations (epoll.c's global lock) */
 	_Atomic int nfds;       /* descriptors of this process in the fd table */
 	_Atomic int hello_due;  /* accepted from a librsock client, handshake not done yet */
+	_Atomic uint32_t rcvbuf, sndbuf; /* SO_RCVBUF/SO_SNDBUF as asked for (0: never) */
 };
 
 /* A new conn with one reference, or NULL (out of memory). */

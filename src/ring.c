@@ -48,6 +48,17 @@ static void split(uint32_t size, uint64_t pos, uint32_t len, struct ring_span ou
 
 /* Returns 0, or -EINVAL when r or buf is NULL or size is not a power of two in
  * RING_MIN_SIZE..RING_MAX_SIZE (nothing is changed then). */
+uint32_t ring_size_for(uint64_t requested, uint32_t dflt)
+{
+	uint32_t s = RING_SIZE_FLOOR;
+
+	if (!requested)
+		return dflt;
+	while (s < requested && s < RING_SIZE_CEIL)
+		s <<= 1;
+	return s;
+}
+
 int ring_init(struct ring *r, void *buf, uint32_t size)
 {
 	if (!r || !buf || !ring_size_ok(size))

@@ -44,6 +44,14 @@ struct ring_span {
 
 /* 0, or -EINVAL (size not a power of two in range, buf NULL). */
 int ring_init(struct ring *r, void *buf, uint32_t size);
+
+/* The ring size for a socket buffer the application asked for with
+ * SO_RCVBUF/SO_SNDBUF (requested bytes, 0 = never set): dflt when unset,
+ * else requested rounded up to a power of two within [RING_SIZE_FLOOR,
+ * RING_SIZE_CEIL]. */
+#define RING_SIZE_FLOOR (16u * 1024)
+#define RING_SIZE_CEIL (1u << 20)
+uint32_t ring_size_for(uint64_t requested, uint32_t dflt);
 static inline uint64_t ring_used(const struct ring *r) { return r->tail - r->head; }
 static inline uint64_t ring_free(const struct ring *r) { return r->size - (r->tail - r->head); }
 

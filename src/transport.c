@@ -25,7 +25,7 @@ struct tp_settings tp_settings = {.poll_us = 20};
 
 static int arm(struct tp *t);
 
-int tp_new(struct ibv_pd *pd, uint32_t ring_size, int tcp_fd, struct tp **out)
+int tp_new(struct ibv_pd *pd, uint32_t rx_size, uint32_t tx_size, int tcp_fd, struct tp **out)
 {
 	struct tp *t = calloc(1, sizeof(*t));
 	int rc = -ENOMEM;
@@ -45,29 +45,30 @@ int tp_new(struct ibv_pd *pd, uint32_t ring_size, int tcp_fd, struct tp **out)
 		rc = -errno;
 		goto fail;
 	}
-	t->mem_len = 2 * (size_t)ring_size;
+	t->mem_len = (size_t)rx_size + tx_size;
 	if (posix_memalign(&t->mem, 4096, t->mem_len)) {
 		t->mem = NULL;
 		goto fail;
 	}
 	memset(t->mem, 0, t->mem_len);
-	if (ring_init(&t->rx, t->mem, ring_size) ||
-	    ring_init(&t->tx, (uint8_t *)t->mem + ring_size, ring_size)) {
+	if (ring_init(&t->rx, t->mem, rx_size) ||
+	    ring_init(&t->tx, (uint8_t *)t->mem + rx_size, tx_size)) {
 		rc = -EINVAL;
 		goto fail;
 	}
 	/* Remote access on the receive ring only: the peer can write nothing else. */
-	t->rx_mr = ibv_reg_mr(pd, t->rx.buf, ring_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	t->rx_mr = ibv_reg_mr(pd, t->rx.buf, rx_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!t->rx_mr) {
 		rc = errno ? -errno : -ENOMEM;
 		goto fail;
 	}
-	t->tx_mr = ibv_reg_mr(pd, t->tx.buf, ring_size, 0);
+	t->tx_mr = ibv_reg_mr(pd, t->tx.buf, tx_size, 0);
 	if (!t->tx_mr) {
 		rc = errno ? -errno : -ENOMEM;
 		goto fail;
 	}
 	stats_registered((int64_t)t->mem_len);
+	log_debug("fd %d: rings rx %u tx %u bytes registered", tcp_fd, rx_size, tx_size);
 	*out = t;
 	return 0;
 fail:

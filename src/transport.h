@@ -84,9 +84,10 @@ struct tp {
 	int64_t ctl_last_ms;         /* when an empty read last looked at it */
 };
 
-/* Allocate the stream and its rings (rx and tx of ring_size bytes each),
- * registered on pd. Returns 0 and *out, or -errno. */
-int tp_new(struct ibv_pd *pd, uint32_t ring_size, int tcp_fd, struct tp **out);
+/* Allocate the stream and its rings (receive ring of rx_size bytes, the
+ * peer's target; send staging ring of tx_size), registered on pd. Returns 0
+ * and *out, or -errno. */
+int tp_new(struct ibv_pd *pd, uint32_t rx_size, uint32_t tx_size, int tcp_fd, struct tp **out);
 
 /* The peer's ring and limits, from its hello / hello_ack. -EPROTO if unusable. */
 int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint32_t max_inline);

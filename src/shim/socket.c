@@ -128,16 +128,21 @@ again:
 		struct tp *t = NULL;
 		struct conn *n;
 		if (atomic_load(&c->rules) == RULES_RDMA) {
+			/* An accepted socket has its listener's buffer sizes. */
+			struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
 			if (rsock_config.mode == RSOCK_MODE_RDMA) {
-				why = cm_server_accept(c, nfd, &t);
+				why = cm_server_accept(c, nfd, &b, &t);
 			} else if ((why = cm_server_probed(c, nfd)) == 0) {
 				/* A librsock client: the handshake waits for the
 				 * first use of the stream, in whichever process
 				 * that is (fork-after-accept servers). */
 				n = shim_track_new(nfd, c->domain, CONN_ROLE_ACCEPTED,
 						   CONN_PATH_UNDECIDED, is4 && (flags & SOCK_NONBLOCK));
-				if (n)
+				if (n) {
+					atomic_store(&n->rcvbuf, b.rcvbuf);
+					atomic_store(&n->sndbuf, b.sndbuf);
 					atomic_store(&n->hello_due, 1);
+				}
 				conn_unref(n);
 				errno = saved;
 				conn_unref(c);
@@ -233,7 +238,8 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 	    SA(addr)->sa_family == AF_UNSPEC)
 		return REAL_CALL(connect, fd, addr, len);
 	decide_path(c, RULES_ROLE_CLIENT, SA(addr), len);
-	if (atomic_load(&c->rules) == RULES_RDMA && cm_client_begin(fd, SA(addr), len, &st, &why) < 0)
+	struct cm_bufs bufs = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
+	if (atomic_load(&c->rules) == RULES_RDMA && cm_client_begin(fd, SA(addr), len, &bufs, &st, &why) < 0)
 		st = NULL;
 	if (!st && rdma_only) {
 		log_warn_rl("RSOCK_MODE=rdma: no RDMA path to the peer (fallback reason %d)", why);
@@ -328,9 +334,31 @@ RSOCK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *l
 	SHIM_PASS_FD(getsockopt, fd, fd, level, name, val, len);
 }
 
+static RSOCK_COLD int setsockopt_slow(int fd, int level, int name, const void *val, socklen_t len)
+{
+	struct conn *c = shim_conn(fd);
+	int r = REAL_CALL(setsockopt, fd, level, name, val, len);
+
+	/* The size asked for (the kernel doubles it): an RDMA stream set up
+	 * later gets rings of about that size. */
+	if (c && r == 0 && level == SOL_SOCKET && val && len >= (socklen_t)sizeof(int) &&
+	    (name == SO_RCVBUF || name == SO_RCVBUFFORCE || name == SO_SNDBUF || name == SO_SNDBUFFORCE)) {
+		int v = *(const int *)val;
+		uint32_t u = v > 0 ? (uint32_t)v : 1;
+		if (name == SO_RCVBUF || name == SO_RCVBUFFORCE)
+			atomic_store(&c->rcvbuf, u);
+		else
+			atomic_store(&c->sndbuf, u);
+	}
+	conn_unref(c);
+	return r;
+}
+
 RSOCK_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-	SHIM_PASS_FD(setsockopt, fd, fd, level, name, val, len);
+	if (shim_fast(fd))
+		return rsock_real.setsockopt(fd, level, name, val, len);
+	return setsockopt_slow(fd, level, name, val, len);
 }
 
 RSOCK_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *len)

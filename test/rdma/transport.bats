@@ -283,3 +283,20 @@ print(what, round(time.monotonic() - t, 2))
 	awk -v t="${BASH_REMATCH[2]}" 'BEGIN { exit !(t < 1.0) }'
 	stats_rdma cli.log 5 rx
 }
+
+@test "ring sizes follow SO_RCVBUF/SO_SNDBUF (iperf3 -w 64K), RSOCK_RING_KB otherwise" {
+	require_cmd iperf3
+	local port
+	port=$(free_port)
+	start_bg srv env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		iperf3 -s -B "$ADDR_B" -p "$port"
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 60 env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		iperf3 -c "$ADDR_B" -B "$ADDR_A" -p "$port" -t 1 -w 64K >out.txt 2>&1 || { cat out.txt >&2; false; }
+	grep -E 'rings rx' cli.log srv.log
+	# the control stream keeps the default, the data stream follows -w
+	grep -q 'rings rx 262144 tx 262144' cli.log
+	grep -q 'rings rx 65536 tx 65536' cli.log
+	grep -q 'rings rx 65536 tx 65536' srv.log
+	grep -q 'receiver' out.txt
+}

@@ -319,6 +319,21 @@ static void test_peek_iov(void **state)
 }
 
 /* A long random run against a simple model. */
+/* Ring sizes from SO_RCVBUF/SO_SNDBUF: the default when never set, else a
+ * power of two covering the request, within the floor and the ceiling. */
+static void test_size_for(void **state)
+{
+	(void)state;
+	assert_int_equal(ring_size_for(0, 262144), 262144);
+	assert_int_equal(ring_size_for(1, 262144), RING_SIZE_FLOOR);
+	assert_int_equal(ring_size_for(16384, 262144), 16384);
+	assert_int_equal(ring_size_for(16385, 262144), 32768);
+	assert_int_equal(ring_size_for(100000, 262144), 131072);
+	assert_int_equal(ring_size_for(1u << 20, 262144), 1u << 20);
+	assert_int_equal(ring_size_for(64u << 20, 262144), RING_SIZE_CEIL);
+	assert_int_equal(ring_size_for(UINT64_MAX, 4096), RING_SIZE_CEIL);
+}
+
 static void test_model(void **state)
 {
 	struct ring r;
@@ -367,6 +382,7 @@ int main(void)
 		cmocka_unit_test(test_remote_reserve),
 		cmocka_unit_test(test_peek_iov),
 		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_size_for),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
