@@ -1172,6 +1172,10 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 		return RSOCK_FB_PROTOCOL; /* leave the bytes to the application */
 	}
 	ctl_consume(fd, (size_t)rc);
+	if (!bufs) {
+		why = RSOCK_FB_NOT_IMPLEMENTED; /* declined: the stream goes to exec */
+		goto nak;
+	}
 
 	pthread_mutex_lock(&cm_lock);
 	l = listener_for((struct sockaddr *)&local);

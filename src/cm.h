@@ -77,5 +77,6 @@ int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, stru
  * stream is first used (doc/design.md section 6): 0 and *out, or the reason. */
 int cm_server_probed(const void *owner, int fd);
 int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out);
+/* (bufs NULL: consume the hello and decline, the stream stays on TCP.) */
 
 #endif

@@ -50,13 +50,18 @@ void conn_unref(struct conn *c)
 
 void conn_settle(struct conn *c, int fd)
 {
+	conn_settle_as(c, fd, 1);
+}
+
+void conn_settle_as(struct conn *c, int fd, int rdma_ok)
+{
 	struct tp *t = NULL;
 	int why;
 
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->hello_due)) {
 		struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
-		why = cm_server_handshake(fd, &b, &t);
+		why = cm_server_handshake(fd, rdma_ok ? &b : NULL, &t);
 		if (why == 0) {
 			c->tp = t;
 			atomic_store(&c->path, CONN_PATH_RDMA);

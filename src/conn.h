@@ -72,6 +72,8 @@ void conn_fd_gone(struct conn *c);
  * at a stream's path calls this first. Blocks at most the handshake time;
  * takes c->lock. */
 void conn_settle(struct conn *c, int fd);
+/* The same; rdma_ok 0 declines RDMA (the stream is handed to exec). */
+void conn_settle_as(struct conn *c, int fd, int rdma_ok);
 
 static inline void conn_settle_maybe(struct conn *c, int fd)
 {

@@ -180,6 +180,35 @@ void fdtab_unreserve(int fd)
 	pthread_rwlock_unlock(&fdtab_lock);
 }
 
+void fdtab_each(void (*fn)(int fd, struct conn *c, void *arg), void *arg)
+{
+	struct fdtab_entry *e, *tmp;
+	struct {
+		int fd;
+		struct conn *c;
+	} *snap;
+	size_t n = 0, cap;
+
+	pthread_rwlock_rdlock(&fdtab_lock);
+	cap = fdtab_n;
+	snap = cap ? malloc(cap * sizeof(*snap)) : NULL;
+	if (snap) {
+		HASH_ITER(hh, fdtab_head, e, tmp)
+		{
+			if (n == cap || !e->conn)
+				continue;
+			snap[n].fd = e->fd;
+			snap[n++].c = conn_ref(e->conn);
+		}
+	}
+	pthread_rwlock_unlock(&fdtab_lock);
+	for (size_t i = 0; i < n; i++) {
+		fn(snap[i].fd, snap[i].c, arg);
+		conn_unref(snap[i].c);
+	}
+	free(snap);
+}
+
 size_t fdtab_count(void)
 {
 	size_t n;

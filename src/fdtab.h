@@ -58,6 +58,10 @@ void fdtab_remove_range(unsigned lo, unsigned hi);
 int fdtab_reserve(int fd);
 void fdtab_unreserve(int fd);
 
+/* Call fn for every descriptor in the table (a snapshot; fn runs without
+ * the table's lock, with a reference on c that fn must not drop). */
+void fdtab_each(void (*fn)(int fd, struct conn *c, void *arg), void *arg);
+
 /* Number of descriptors in the table. */
 size_t fdtab_count(void);
 

@@ -5,6 +5,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -68,6 +69,13 @@
 	X(int, dup3, (int, int, int), 1)                                                 \
 	X(pid_t, fork, (void), 1)                                                        \
 	X(pid_t, vfork, (void), 1)                                                       \
+	X(int, execve, (const char *, char *const *, char *const *), 1)                  \
+	X(int, execv, (const char *, char *const *), 1)                                  \
+	X(int, execvp, (const char *, char *const *), 1)                                 \
+	X(int, execvpe, (const char *, char *const *, char *const *), 0)                 \
+	X(int, fexecve, (int, char *const *, char *const *), 0)                          \
+	X(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *, char *const *, char *const *), 0) \
+	X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *, char *const *, char *const *), 0) \
 	X(ssize_t, sendfile, (int, int, off_t *, size_t), 1)                             \
 	X(ssize_t, sendfile64, (int, int, off64_t *, size_t), 0)                         \
 	X(ssize_t, __read_chk, (int, void *, size_t, size_t), 0)                         \

@@ -62,3 +62,129 @@ RSOCK_EXPORT pid_t vfork(void)
 	return fork();
 }
 #endif
+
+/* ---- exec ---------------------------------------------------------------------
+ * The new image has no transport state. An accepted stream still waiting for
+ * its handshake (it settles at first use, doc/design.md section 6) and not
+ * marked close-on-exec would reach the new program with the client's hello
+ * at its head: before any exec it is settled, declining RDMA, so the new
+ * program gets a plain TCP stream (inetd-style servers, sshd's re-exec). */
+#include <alloca.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdarg.h>
+
+static void decline_one(int fd, struct conn *c, void *arg)
+{
+	(void)arg;
+	if (atomic_load(&c->hello_due) && !(rsock_real.fcntl(fd, F_GETFD) & FD_CLOEXEC))
+		conn_settle_as(c, fd, 0);
+}
+
+static void exec_prepare(void)
+{
+	int saved = errno;
+
+	if (shim_active())
+		fdtab_each(decline_one, NULL);
+	errno = saved;
+}
+
+RSOCK_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	return REAL_CALL(execve, path, argv, envp);
+}
+
+RSOCK_EXPORT int execv(const char *path, char *const argv[])
+{
+	exec_prepare();
+	return REAL_CALL(execv, path, argv);
+}
+
+RSOCK_EXPORT int execvp(const char *file, char *const argv[])
+{
+	exec_prepare();
+	return REAL_CALL(execvp, file, argv);
+}
+
+RSOCK_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	return REAL_CALL(execvpe, file, argv, envp);
+}
+
+RSOCK_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	return REAL_CALL(fexecve, fd, argv, envp);
+}
+
+RSOCK_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+			     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	if (!rsock_real.posix_spawn)
+		return ENOSYS;
+	return rsock_real.posix_spawn(pid, path, fa, attr, argv, envp);
+}
+
+RSOCK_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			      const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	exec_prepare();
+	if (!rsock_real.posix_spawnp)
+		return ENOSYS;
+	return rsock_real.posix_spawnp(pid, file, fa, attr, argv, envp);
+}
+
+/* execl, execlp, execle: their arguments as a vector, then the v variant.
+ * (glibc's own execl calls its internal execve, which no preload sees.) */
+#define EXECL_ARGV(first, ap, argv, with_envp, envp_out)                             \
+	do {                                                                         \
+		size_t n_ = 1;                                                       \
+		va_list c_;                                                          \
+		va_copy(c_, ap);                                                     \
+		while (va_arg(c_, char *))                                           \
+			n_++;                                                        \
+		va_end(c_);                                                          \
+		argv = alloca((n_ + 1) * sizeof(char *));                            \
+		argv[0] = (char *)(first);                                           \
+		for (size_t i_ = 1; i_ <= n_; i_++)                                  \
+			argv[i_] = va_arg(ap, char *);                               \
+		if (with_envp)                                                       \
+			*(envp_out) = va_arg(ap, char **);                           \
+	} while (0)
+
+RSOCK_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **argv;
+
+	va_start(ap, arg);
+	EXECL_ARGV(arg, ap, argv, 0, &argv);
+	va_end(ap);
+	return execv(path, argv);
+}
+
+RSOCK_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	char **argv;
+
+	va_start(ap, arg);
+	EXECL_ARGV(arg, ap, argv, 0, &argv);
+	va_end(ap);
+	return execvp(file, argv);
+}
+
+RSOCK_EXPORT int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **argv, **envp = NULL;
+
+	va_start(ap, arg);
+	EXECL_ARGV(arg, ap, argv, 1, &envp);
+	va_end(ap);
+	return execve(path, argv, envp);
+}

@@ -258,3 +258,10 @@ CONF
 	stats_active ngcurl.preload.err
 	stats_active ngcurl.rsockrun.err
 }
+
+@test "the exec family and posix_spawn run programs with their arguments and environment under the preload" {
+	run bounded with_preload "$SOCKCHECK" --exec
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"exec: 10 of 10"* ]]
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The exported interface of librsock.so: exactly the 55 names of
+# The exported interface of librsock.so: exactly the 65 names of
 # exports.list (plus nothing but rsock_* names), and at run time each libc
 # name used by a program binds to librsock.so under the preload
 # (LD_DEBUG=bindings with LD_BIND_NOW=1, so every reference is resolved at
@@ -56,8 +56,8 @@ check_export() {
 	diff -u "$BATS_TEST_TMPDIR/map.txt" "$BATS_TEST_TMPDIR/list.txt"
 }
 
-@test "exports: the list has the 55 names" {
-	[ "$(grep -v '^#' "$BATS_TEST_DIRNAME/exports.list" | awk 'NF' | wc -l)" -eq 55 ]
+@test "exports: the list has the 65 names" {
+	[ "$(grep -v '^#' "$BATS_TEST_DIRNAME/exports.list" | awk 'NF' | wc -l)" -eq 65 ]
 }
 
 @test "export socket (bound in sockcheck)" {
@@ -238,6 +238,46 @@ check_export() {
 
 @test "export vfork (bound in sockcheck)" {
 	check_export vfork sockcheck
+}
+
+@test "export execve (bound in sockcheck)" {
+	check_export execve sockcheck
+}
+
+@test "export execv (bound in sockcheck)" {
+	check_export execv sockcheck
+}
+
+@test "export execvp (bound in sockcheck)" {
+	check_export execvp sockcheck
+}
+
+@test "export execvpe (bound in sockcheck)" {
+	check_export execvpe sockcheck
+}
+
+@test "export execl (bound in sockcheck)" {
+	check_export execl sockcheck
+}
+
+@test "export execlp (bound in sockcheck)" {
+	check_export execlp sockcheck
+}
+
+@test "export execle (bound in sockcheck)" {
+	check_export execle sockcheck
+}
+
+@test "export fexecve (bound in sockcheck)" {
+	check_export fexecve sockcheck
+}
+
+@test "export posix_spawn (bound in sockcheck)" {
+	check_export posix_spawn sockcheck
+}
+
+@test "export posix_spawnp (bound in sockcheck)" {
+	check_export posix_spawnp sockcheck
 }
 
 @test "export sendfile (bound in sockcheck)" {

@@ -39,6 +39,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1283,6 +1284,53 @@ static int threads_main(void)
 	return bad || failures ? 1 : 0;
 }
 
+/* --exec: every exec entry point runs a program (sh -c 'exit 7') and
+ * passes its arguments and environment through. */
+extern char **environ;
+static int exec_family(void)
+{
+	static const char *names[] = {"execve", "execv", "execvp", "execvpe", "execl",
+				      "execlp", "execle", "fexecve", "posix_spawn", "posix_spawnp"};
+	char *argv[] = {"sh", "-c", "exit $RC", NULL};
+	char *envp[] = {"RC=7", NULL};
+	int ok = 0;
+
+	setenv("RC", "7", 1);
+	for (int i = 0; i < 10; i++) {
+		pid_t pid;
+		int st = -1;
+		if (i >= 8) {
+			int (*sp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+				  const posix_spawnattr_t *, char *const[], char *const[]) =
+				i == 8 ? posix_spawn : posix_spawnp;
+			if (sp(&pid, i == 8 ? "/bin/sh" : "sh", NULL, NULL, argv, envp))
+				pid = -1;
+		} else if ((pid = fork()) == 0) {
+			int fd;
+			switch (i) {
+			case 0: execve("/bin/sh", argv, envp); break;
+			case 1: execv("/bin/sh", argv); break;
+			case 2: execvp("sh", argv); break;
+			case 3: execvpe("sh", argv, envp); break;
+			case 4: execl("/bin/sh", "sh", "-c", "exit $RC", (char *)NULL); break;
+			case 5: execlp("sh", "sh", "-c", "exit $RC", (char *)NULL); break;
+			case 6: execle("/bin/sh", "sh", "-c", "exit $RC", (char *)NULL, envp); break;
+			case 7:
+				fd = open("/bin/sh", O_RDONLY | O_CLOEXEC);
+				fexecve(fd, argv, envp);
+				break;
+			}
+			_exit(99);
+		}
+		if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 7)
+			ok++;
+		else
+			printf("exec: %s failed (status %d)\n", names[i], st);
+	}
+	printf("exec: %d of 10\n", ok);
+	return ok == 10 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	int threads = 0;
@@ -1292,6 +1340,8 @@ int main(int argc, char **argv)
 			expect_preload = 1;
 		} else if (!strcmp(argv[i], "--noop")) {
 			return 0;
+		} else if (!strcmp(argv[i], "--exec")) {
+			return exec_family();
 		} else if (!strcmp(argv[i], "--threads")) {
 			threads = 1;
 		} else if (!strcmp(argv[i], "--close-all")) {

@@ -242,3 +242,16 @@ CONF
 	stats_rdma srv.log 1 rx
 	grep -oE 'streams tcp=[0-9]+ rdma=[0-9]+' srv.log | tail -n 1 | awk -F'rdma=' -v n="$n" '{ exit !($2 >= n) }'
 }
+
+@test "exec: an inetd-style server (accept, fork, exec sha256sum) serves a librsock client, on TCP" {
+	require_cmd nc
+	local port
+	port=$(free_port)
+	rand_file data 2000000
+	start_bg srv env $(rsock_env srv) "$PROGS/execserver" "$ADDR_B" "$port" 1 sha256sum
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 60 env $(rsock_env cli) nc -N "$ADDR_B" "$port" <data >got.txt
+	[ "$(cut -d' ' -f1 got.txt)" = "$(sha256sum <data | cut -d' ' -f1)" ]
+	# the server declined RDMA before the exec: the client's stream is TCP
+	stats_tcp cli.log not_implemented
+}
