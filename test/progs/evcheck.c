@@ -11,7 +11,8 @@
  * fresh connection, and the two sides move in lockstep through pipes. With
  * RSOCK_EXPECT_TRANSPORT=N every connected stream must report that
  * rsock_fd_transport() value (3 = RDMA). */
-#define _GNU_SOURCE
+#include "pair.h"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -33,81 +34,13 @@
 #include <time.h>
 #include <unistd.h>
 
-static FILE *out;
-static int s2c[2], c2s[2];
-static const char *srv_addr, *cli_addr;
-static int port, failures;
 
-static void say(const char *fmt, ...)
-{
-	va_list ap;
 
-	va_start(ap, fmt);
-	vfprintf(out, fmt, ap);
-	va_end(ap);
-	fputc('\n', out);
-	fflush(out);
-}
 
-static void sig(int p[2]) { char c = 1; if (write(p[1], &c, 1) != 1) abort(); }
-static void await(int p[2]) { char c; if (read(p[0], &c, 1) != 1) abort(); }
 
-static void check_transport(int fd, const char *who)
-{
-	const char *want = getenv("RSOCK_EXPECT_TRANSPORT");
-	int (*ft)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "rsock_fd_transport");
-	int got;
 
-	if (!want)
-		return;
-	got = ft ? ft(fd) : -2;
-	if (got != atoi(want)) {
-		fprintf(stderr, "evcheck: %s fd %d transport %d, expected %s\n", who, fd, got, want);
-		failures++;
-	}
-}
 
-static struct sockaddr_in addr_of(const char *ip, int p)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
 
-	if (inet_pton(AF_INET, ip, &a.sin_addr) != 1)
-		exit(2);
-	return a;
-}
-
-static int dial_fd(int fd)
-{
-	struct sockaddr_in me = addr_of(cli_addr, 0), peer = addr_of(srv_addr, port);
-
-	if (bind(fd, (struct sockaddr *)&me, sizeof(me)))
-		return -1;
-	return connect(fd, (struct sockaddr *)&peer, sizeof(peer));
-}
-
-static int dial(void)
-{
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0 || dial_fd(fd)) {
-		fprintf(stderr, "evcheck: connect: %s\n", strerror(errno));
-		exit(3);
-	}
-	check_transport(fd, "client");
-	return fd;
-}
-
-static int take(int lfd)
-{
-	int fd = accept(lfd, NULL, NULL);
-
-	if (fd < 0) {
-		fprintf(stderr, "evcheck: accept: %s\n", strerror(errno));
-		exit(3);
-	}
-	check_transport(fd, "server");
-	return fd;
-}
 
 static void nonblock(int fd)
 {
@@ -586,49 +519,5 @@ static void client(void)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in a;
-	int lfd, one = 1, status, cfd;
-	char path[] = "/tmp/evcheck-XXXXXX";
-	pid_t pid;
-
-	if (argc < 3) {
-		fprintf(stderr, "usage: evcheck SERVER_ADDR CLIENT_ADDR [PORT]\n");
-		return 2;
-	}
-	srv_addr = argv[1];
-	cli_addr = argv[2];
-	port = argc > 3 ? atoi(argv[3]) : 7472;
-	signal(SIGPIPE, SIG_IGN);
-	if (pipe(s2c) || pipe(c2s))
-		return 2;
-	a = addr_of(srv_addr, port);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 16)) {
-		perror("evcheck: listen");
-		return 2;
-	}
-	cfd = mkstemp(path);
-	pid = fork();
-	if (pid == 0) {
-		close(lfd);
-		out = fdopen(cfd, "w");
-		client();
-		fflush(out);
-		_exit(failures ? 1 : 0);
-	}
-	out = stdout;
-	server(lfd);
-	waitpid(pid, &status, 0);
-	fflush(stdout);
-	FILE *f = fopen(path, "r");
-	char line[512];
-	while (f && fgets(line, sizeof(line), f))
-		fputs(line, stdout);
-	if (f)
-		fclose(f);
-	unlink(path);
-	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		failures++;
-	return failures ? 1 : 0;
+	return pair_main(argc, argv, "evcheck", 7472, server, client);
 }

@@ -9,7 +9,8 @@
  * varies between runs (no ports, no timings beyond pass/fail bounds). With
  * RSOCK_EXPECT_TRANSPORT=N set, every connected stream must report that
  * rsock_fd_transport() value (3 = RDMA), else the program fails. */
-#define _GNU_SOURCE
+#include "pair.h"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -30,22 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static FILE *out;
-static int sync_s2c[2], sync_c2s[2]; /* pipes: lockstep between the two sides */
-static const char *srv_addr, *cli_addr;
-static int port;
-static int failures;
 
-static void say(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vfprintf(out, fmt, ap);
-	va_end(ap);
-	fputc('\n', out);
-	fflush(out);
-}
 
 static const char *en(int e)
 {
@@ -61,85 +47,13 @@ static const char *en(int e)
 	}
 }
 
-static void sig(int p[2]) { char c = 1; if (write(p[1], &c, 1) != 1) abort(); }
-static void await(int p[2]) { char c; if (read(p[0], &c, 1) != 1) abort(); }
 
-/* Set around the scenario whose client is a forked child of a process that
- * already uses the RDMA device: in this version such a child keeps its new
- * streams on kernel TCP (doc/design.md section 6), so only the observations
- * are compared there, not the transport. */
-static int any_transport;
 
-static void check_transport(int fd, const char *who)
-{
-	const char *want = getenv("RSOCK_EXPECT_TRANSPORT");
-	int (*ft)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "rsock_fd_transport");
 
-	if (!want || any_transport)
-		return;
-	int got = ft ? ft(fd) : -2;
-	if (got != atoi(want)) {
-		fprintf(stderr, "streamcheck: %s fd %d transport %d, expected %s\n", who, fd, got, want);
-		failures++;
-	}
-}
 
-static struct sockaddr_in addr_of(const char *ip, int p)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
 
-	if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
-		fprintf(stderr, "streamcheck: bad address %s\n", ip);
-		exit(2);
-	}
-	return a;
-}
 
-static int dial(void)
-{
-	struct sockaddr_in me = addr_of(cli_addr, 0), peer = addr_of(srv_addr, port);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-	if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof(me)) ||
-	    connect(fd, (struct sockaddr *)&peer, sizeof(peer))) {
-		fprintf(stderr, "streamcheck: connect: %s\n", strerror(errno));
-		exit(3);
-	}
-	check_transport(fd, "client");
-	return fd;
-}
-
-static int take(int lfd)
-{
-	int fd = accept(lfd, NULL, NULL);
-
-	if (fd < 0) {
-		fprintf(stderr, "streamcheck: accept: %s\n", strerror(errno));
-		exit(3);
-	}
-	check_transport(fd, "server");
-	return fd;
-}
-
-static ssize_t read_full(int fd, void *b, size_t n)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = read(fd, (char *)b + got, n - got);
-		if (r <= 0)
-			return r < 0 ? r : (ssize_t)got;
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
-}
-
-static uint32_t fnv(uint32_t h, const uint8_t *p, size_t n)
-{
-	while (n--)
-		h = (h ^ *p++) * 16777619u;
-	return h;
-}
 
 static void fill(uint8_t *b, size_t n, uint32_t seed)
 {
@@ -200,7 +114,7 @@ static void server(int lfd)
 
 	/* 3: peek, partial, FIONREAD, waitall */
 	fd = take(lfd);
-	await(sync_c2s);
+	await(c2s);
 	usleep(200000);
 	r = recv(fd, b, 4, MSG_PEEK);
 	say("S peek %zd '%.*s'", r, (int)(r > 0 ? r : 0), b);
@@ -243,7 +157,7 @@ static void server(int lfd)
 	say("S nonblock empty %zd %s", r, en(r < 0 ? errno : 0));
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 	say("S poll empty %d", poll(&p, 1, 100));
-	sig(sync_s2c);
+	sig(s2c);
 	p.revents = 0;
 	r = poll(&p, 1, 5000);
 	say("S poll data %zd revents-in %d", r, !!(p.revents & POLLIN));
@@ -263,10 +177,10 @@ static void server(int lfd)
 
 	/* 7: close with unread data */
 	fd = take(lfd);
-	await(sync_c2s);
+	await(c2s);
 	usleep(200000);
 	close(fd);
-	sig(sync_s2c);
+	sig(s2c);
 
 	/* 8: peer killed */
 	any_transport = 1;
@@ -274,7 +188,7 @@ static void server(int lfd)
 	any_transport = 0;
 	r = read_full(fd, b, 5);
 	say("S kill got %zd", r);
-	sig(sync_s2c); /* the client kills its helper now */
+	sig(s2c); /* the client kills its helper now */
 	double t0 = now();
 	r = read(fd, b, sizeof(b));
 	say("S kill end %zd %s fast %d", r, en(r < 0 ? errno : 0), now() - t0 < 1.5);
@@ -283,7 +197,7 @@ static void server(int lfd)
 	/* 9: writes after the peer closed */
 	fd = take(lfd);
 	close(fd);
-	sig(sync_s2c);
+	sig(s2c);
 }
 
 /* ---- client side ---- */
@@ -324,7 +238,7 @@ static void client(void)
 	/* 3 */
 	fd = dial();
 	say("C send %zd", send(fd, "abcdefghijklmno", 15, 0));
-	sig(sync_c2s);
+	sig(c2s);
 	r = read(fd, b, 1);
 	say("C peek-side eof %zd", r);
 	close(fd);
@@ -350,7 +264,7 @@ static void client(void)
 
 	/* 5 */
 	fd = dial();
-	await(sync_s2c);
+	await(s2c);
 	say("C nb send %zd", send(fd, "x", 1, 0));
 	r = read(fd, b, 1);
 	say("C nb eof %zd", r);
@@ -370,8 +284,8 @@ static void client(void)
 	/* 7 */
 	fd = dial();
 	say("C unread send %zd", send(fd, b, 100, 0));
-	sig(sync_c2s);
-	await(sync_s2c);
+	sig(c2s);
+	await(s2c);
 	usleep(300000);
 	r = read(fd, b, sizeof(b));
 	say("C after peer closed unread %zd %s", r, en(r < 0 ? errno : 0));
@@ -387,13 +301,13 @@ static void client(void)
 		pause();
 		_exit(0);
 	}
-	await(sync_s2c);
+	await(s2c);
 	kill(k, SIGKILL);
 	waitpid(k, NULL, 0);
 
 	/* 9 */
 	fd = dial();
-	await(sync_s2c);
+	await(s2c);
 	usleep(300000);
 	int e = 0;
 	for (int i = 0; i < 50 && !e; i++) {
@@ -409,50 +323,5 @@ static void client(void)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in a;
-	int lfd, one = 1, status;
-	char path[] = "/tmp/streamcheck-XXXXXX";
-	int cfd;
-	pid_t pid;
-
-	if (argc < 3) {
-		fprintf(stderr, "usage: streamcheck SERVER_ADDR CLIENT_ADDR [PORT]\n");
-		return 2;
-	}
-	srv_addr = argv[1];
-	cli_addr = argv[2];
-	port = argc > 3 ? atoi(argv[3]) : 7471;
-	signal(SIGPIPE, SIG_IGN);
-	if (pipe(sync_s2c) || pipe(sync_c2s))
-		return 2;
-	a = addr_of(srv_addr, port);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 16)) {
-		perror("streamcheck: listen");
-		return 2;
-	}
-	cfd = mkstemp(path);
-	pid = fork();
-	if (pid == 0) {
-		close(lfd);
-		out = fdopen(cfd, "w");
-		client();
-		fflush(out);
-		_exit(failures ? 1 : 0);
-	}
-	out = stdout;
-	server(lfd);
-	waitpid(pid, &status, 0);
-	fflush(stdout);
-	FILE *f = fopen(path, "r");
-	char line[512];
-	while (f && fgets(line, sizeof(line), f))
-		fputs(line, stdout);
-	if (f)
-		fclose(f);
-	unlink(path);
-	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		failures++;
-	return failures ? 1 : 0;
+	return pair_main(argc, argv, "streamcheck", 7471, server, client);
 }

@@ -10,7 +10,8 @@
  * usage: threadcheck SERVER_ADDR CLIENT_ADDR [PORT]; output: one line per
  * observation (server's, then client's). With RSOCK_EXPECT_TRANSPORT=N every
  * connected stream must report that rsock_fd_transport() value. */
-#define _GNU_SOURCE
+#include "pair.h"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -30,87 +31,14 @@
 #define NTHREADS 8
 #define ROUNDS 2000
 
-static const char *srv_addr, *cli_addr;
-static int port, failures, s2c[2], c2s[2];
-static FILE *out;
 
-static void say(const char *fmt, ...)
-{
-	va_list ap;
 
-	va_start(ap, fmt);
-	vfprintf(out, fmt, ap);
-	va_end(ap);
-	fputc('\n', out);
-	fflush(out);
-}
 
-static void sig(int p[2]) { char c = 1; if (write(p[1], &c, 1) != 1) abort(); }
-static void await(int p[2]) { char c; if (read(p[0], &c, 1) != 1) abort(); }
 
-static void check_transport(int fd)
-{
-	const char *want = getenv("RSOCK_EXPECT_TRANSPORT");
-	int (*ft)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "rsock_fd_transport");
 
-	if (want && (ft ? ft(fd) : -2) != atoi(want)) {
-		fprintf(stderr, "threadcheck: fd %d transport %d, expected %s\n", fd, ft ? ft(fd) : -2, want);
-		__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
-	}
-}
 
-static struct sockaddr_in addr_of(const char *ip, int p)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
 
-	if (inet_pton(AF_INET, ip, &a.sin_addr) != 1)
-		exit(2);
-	return a;
-}
 
-static int dial(void)
-{
-	struct sockaddr_in me = addr_of(cli_addr, 0), peer = addr_of(srv_addr, port);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0 || bind(fd, (struct sockaddr *)&me, sizeof(me)) ||
-	    connect(fd, (struct sockaddr *)&peer, sizeof(peer))) {
-		fprintf(stderr, "threadcheck: connect: %s\n", strerror(errno));
-		exit(3);
-	}
-	check_transport(fd);
-	return fd;
-}
-
-static int take(int lfd)
-{
-	int fd = accept(lfd, NULL, NULL);
-
-	if (fd < 0)
-		exit(3);
-	check_transport(fd);
-	return fd;
-}
-
-static uint32_t fnv(uint32_t h, const uint8_t *p, size_t n)
-{
-	while (n--)
-		h = (h ^ *p++) * 16777619u;
-	return h;
-}
-
-static ssize_t read_full(int fd, void *b, size_t n)
-{
-	size_t got = 0;
-
-	while (got < n) {
-		ssize_t r = read(fd, (char *)b + got, n - got);
-		if (r <= 0)
-			return r < 0 ? r : (ssize_t)got;
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
-}
 
 /* ---- 1: full duplex ---- */
 struct duplex {
@@ -289,49 +217,5 @@ static void client(void)
 
 int main(int argc, char **argv)
 {
-	struct sockaddr_in a;
-	int lfd, one = 1, status, cfd;
-	char path[] = "/tmp/threadcheck-XXXXXX";
-	pid_t pid;
-
-	if (argc < 3) {
-		fprintf(stderr, "usage: threadcheck SERVER_ADDR CLIENT_ADDR [PORT]\n");
-		return 2;
-	}
-	srv_addr = argv[1];
-	cli_addr = argv[2];
-	port = argc > 3 ? atoi(argv[3]) : 7473;
-	signal(SIGPIPE, SIG_IGN);
-	if (pipe(s2c) || pipe(c2s))
-		return 2;
-	a = addr_of(srv_addr, port);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 64)) {
-		perror("threadcheck: listen");
-		return 2;
-	}
-	cfd = mkstemp(path);
-	pid = fork();
-	if (pid == 0) {
-		close(lfd);
-		out = fdopen(cfd, "w");
-		client();
-		fflush(out);
-		_exit(failures ? 1 : 0);
-	}
-	out = stdout;
-	server(lfd);
-	waitpid(pid, &status, 0);
-	fflush(stdout);
-	FILE *f = fopen(path, "r");
-	char line[512];
-	while (f && fgets(line, sizeof(line), f))
-		fputs(line, stdout);
-	if (f)
-		fclose(f);
-	unlink(path);
-	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		failures++;
-	return failures ? 1 : 0;
+	return pair_main(argc, argv, "threadcheck", 7473, server, client);
 }

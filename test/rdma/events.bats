@@ -19,28 +19,6 @@ teardown() {
 	stop_all_bg
 }
 
-# Run a differential program over kernel TCP, then over librsock (RDMA
-# asserted per stream and by the device counters), and compare.
-differential() {
-	local prog=$1 port
-	port=$(free_port)
-	bounded 120 env -u LD_PRELOAD "$PROGS/$prog" "$ADDR_B" "$ADDR_A" "$port" >tcp.txt 2>tcp.err || {
-		cat tcp.txt tcp.err >&2
-		false
-	}
-	port=$(free_port)
-	rdma_snapshot
-	bounded 120 env RSOCK_EXPECT_TRANSPORT=3 RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/rdma.log" \
-		LD_PRELOAD="$(rsock_preload_value)" "$PROGS/$prog" "$ADDR_B" "$ADDR_A" "$port" \
-		>rdma.txt 2>rdma.err || {
-		cat rdma.txt rdma.err rdma.log >&2
-		false
-	}
-	diff -u tcp.txt rdma.txt >&2
-	rdma_crossed 20
-	echo "# $(wc -l <tcp.txt) observations identical over kernel TCP and RDMA" >&3
-}
-
 @test "evcheck: epoll, poll and select events over RDMA are kernel TCP's" {
 	differential evcheck
 }
@@ -254,4 +232,30 @@ CONF
 	[ "$(cut -d' ' -f1 got.txt)" = "$(sha256sum <data | cut -d' ' -f1)" ]
 	# the server declined RDMA before the exec: the client's stream is TCP
 	stats_tcp cli.log not_implemented
+}
+
+@test "redis BGSAVE: a forked child that never touches the sockets leaves the parent's RDMA streams intact" {
+	require_cmd redis-server redis-cli
+	local port pid
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) redis-server --port "$port" --bind "$ADDR_B" --save '' \
+		--appendonly no --protected-mode no --dir "$PWD" --dbfilename dump.rdb
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 30 env $(rsock_env fill) redis-cli -h "$ADDR_B" -p "$port" DEBUG POPULATE 20000 >/dev/null
+	# One connection, 300 increments over about 3 s, while the server forks
+	# three BGSAVE children.
+	env $(rsock_env inc) redis-cli -h "$ADDR_B" -p "$port" -r 300 -i 0.01 INCR counter >inc.txt 2>&1 &
+	pid=$!
+	for i in 1 2 3; do
+		sleep 0.7
+		run bounded 30 env $(rsock_env "bg$i") redis-cli -h "$ADDR_B" -p "$port" BGSAVE
+		[[ "$output" == *"Background saving started"* || "$output" == *"already in progress"* ]]
+	done
+	wait "$pid"
+	[ "$(tail -n 1 inc.txt)" = 300 ]
+	run bounded 30 env $(rsock_env get) redis-cli -h "$ADDR_B" -p "$port" GET counter
+	[ "$output" = 300 ]
+	[ -s dump.rdb ]
+	stats_only_rdma inc.log
+	stats_rdma inc.log 1000 tx
 }

@@ -116,3 +116,26 @@ stats_only_rdma() {
 		return 1
 	fi
 }
+
+# differential PROG: run a differential program (test/progs/pair.h) over
+# kernel TCP, then over librsock (RDMA asserted per stream and by the device
+# counters), and compare what the application observed.
+differential() {
+	local prog=$1 port
+	port=$(free_port)
+	bounded 120 env -u LD_PRELOAD "$PROGS/$prog" "$ADDR_B" "$ADDR_A" "$port" >tcp.txt 2>tcp.err || {
+		cat tcp.txt tcp.err >&2
+		false
+	}
+	port=$(free_port)
+	rdma_snapshot
+	bounded 120 env RSOCK_EXPECT_TRANSPORT=3 RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/rdma.log" \
+		LD_PRELOAD="$(rsock_preload_value)" "$PROGS/$prog" "$ADDR_B" "$ADDR_A" "$port" \
+		>rdma.txt 2>rdma.err || {
+		cat rdma.txt rdma.err rdma.log >&2
+		false
+	}
+	diff -u tcp.txt rdma.txt >&2
+	rdma_crossed 20
+	echo "# $(wc -l <tcp.txt) observations identical over kernel TCP and RDMA" >&3
+}

@@ -62,19 +62,26 @@ teardown() {
 }
 
 @test "bed: ib_write_lat -R between A and B" {
-	local iters=200
+	local iters=200 line try
 	counters_snapshot lat
-	bg_start "$BATS_TEST_TMPDIR/server.log" \
-		ib_write_lat -R -F -d "$(rdma_dev_of "$ADDR_A")" -n $iters -p 18515
-	wait_for_rdma_listen 18515 20
-	run timeout 60 ib_write_lat -R -F -d "$(rdma_dev_of "$ADDR_B")" -n $iters -p 18515 \
-		--source_ip "$ADDR_B" "$ADDR_A"
-	echo "$output"
-	[ "$status" -eq 0 ]
-	bg_wait || { cat "$BATS_TEST_TMPDIR/server.log"; false; }
-	# the result line: #bytes #iterations t_min t_max t_typical ...
-	local line
-	line=$(awk '$1 == 2 && $2 == '$iters' && $5 ~ /^[0-9.]+$/' <<<"$output")
+	# perftest calibrates its cycle counter against the clock; in a TCG
+	# guest on a busy host that can fail ("Correlation coefficient r^2 <
+	# 0.9"), and it then prints "inf" for every figure: the run is repeated
+	# (at most 3 times), the RDMA traffic having happened all the same.
+	for try in 1 2 3; do
+		bg_start "$BATS_TEST_TMPDIR/server.log" \
+			ib_write_lat -R -F -d "$(rdma_dev_of "$ADDR_A")" -n $iters -p 18515
+		wait_for_rdma_listen 18515 20
+		run timeout 60 ib_write_lat -R -F -d "$(rdma_dev_of "$ADDR_B")" -n $iters -p 18515 \
+			--source_ip "$ADDR_B" "$ADDR_A"
+		echo "$output"
+		[ "$status" -eq 0 ]
+		bg_wait || { cat "$BATS_TEST_TMPDIR/server.log"; false; }
+		# the result line: #bytes #iterations t_min t_max t_typical ...
+		line=$(awk '$1 == 2 && $2 == '$iters' && $5 ~ /^[0-9.]+$/' <<<"$output")
+		[ -n "$line" ] && break
+		grep -q 'Correlation coefficient' <<<"$output" || break
+	done
 	[ -n "$line" ]
 	tap_note "ib_write_lat -R, 2 bytes: t_typical $(awk '{print $5}' <<<"$line") us"
 	# every iteration is one RDMA write each way

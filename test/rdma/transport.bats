@@ -27,23 +27,7 @@ teardown() {
 # ---- the differential semantics suite ------------------------------------------
 
 @test "streamcheck: the application observes the same over RDMA as over kernel TCP" {
-	local port
-	port=$(free_port)
-	bounded 120 env -u LD_PRELOAD "$PROGS/streamcheck" "$ADDR_B" "$ADDR_A" "$port" >tcp.txt 2>tcp.err || {
-		cat tcp.txt tcp.err >&2
-		false
-	}
-	port=$(free_port)
-	rdma_snapshot
-	bounded 120 env RSOCK_EXPECT_TRANSPORT=3 RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/rdma.log" \
-		LD_PRELOAD="$(rsock_preload_value)" "$PROGS/streamcheck" "$ADDR_B" "$ADDR_A" "$port" \
-		>rdma.txt 2>rdma.err || {
-		cat rdma.txt rdma.err rdma.log >&2
-		false
-	}
-	diff -u tcp.txt rdma.txt >&2
-	rdma_crossed 20
-	echo "# $(wc -l <tcp.txt) observations identical over kernel TCP and RDMA" >&3
+	differential streamcheck
 }
 
 # ---- real programs over RDMA ------------------------------------------------------

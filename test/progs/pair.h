@@ -1,0 +1,206 @@
+/* pair.h - what the differential programs (streamcheck, evcheck,
+ * threadcheck) share. Each runs a server (the parent, listening on
+ * SERVER_ADDR) and a client (a forked child, bound to CLIENT_ADDR) that move
+ * in lockstep through two pipes and print one line per observation: the
+ * server's lines, then the client's. Nothing that varies between runs is
+ * printed, so a run over kernel TCP and a run under librsock (RDMA) must
+ * give identical output. With RSOCK_EXPECT_TRANSPORT=N every connected
+ * stream must report that rsock_fd_transport() value (3 = RDMA), else the
+ * program fails.
+ *
+ * usage: PROGRAM SERVER_ADDR CLIENT_ADDR [PORT]
+ * A program defines server(lfd) and client() and calls pair_main(). */
+#ifndef RSOCK_TEST_PAIR_H
+#define RSOCK_TEST_PAIR_H
+
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PAIR_UNUSED __attribute__((unused))
+
+static FILE *out;
+static int s2c[2], c2s[2] PAIR_UNUSED;   /* server -> client, client -> server */
+static const char *srv_addr, *cli_addr;
+static int port, failures;
+static const char *pair_name = "pair";
+/* Set around a connection whose transport is not checked (a client that is
+ * a forked child of a process that already uses the RDMA device). */
+static int any_transport PAIR_UNUSED;
+
+static inline void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(out, fmt, ap);
+	va_end(ap);
+	fputc('\n', out);
+	fflush(out);
+}
+
+static inline void sig(int p[2])
+{
+	char c = 1;
+
+	if (write(p[1], &c, 1) != 1)
+		abort();
+}
+
+static inline void await(int p[2])
+{
+	char c;
+
+	if (read(p[0], &c, 1) != 1)
+		abort();
+}
+
+static inline void check_transport(int fd, const char *who)
+{
+	const char *want = getenv("RSOCK_EXPECT_TRANSPORT");
+	int (*ft)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "rsock_fd_transport");
+	int got;
+
+	if (!want || any_transport)
+		return;
+	got = ft ? ft(fd) : -2;
+	if (got != atoi(want)) {
+		fprintf(stderr, "%s: %s fd %d transport %d, expected %s\n", pair_name, who, fd, got, want);
+		__atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static inline struct sockaddr_in addr_of(const char *ip, int p)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
+
+	if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
+		fprintf(stderr, "%s: bad address %s\n", pair_name, ip);
+		exit(2);
+	}
+	return a;
+}
+
+/* Bind fd to the client address and connect it to the server: connect's result. */
+static inline int dial_fd(int fd)
+{
+	struct sockaddr_in me = addr_of(cli_addr, 0), peer = addr_of(srv_addr, port);
+
+	if (bind(fd, (struct sockaddr *)&me, sizeof(me)))
+		return -1;
+	return connect(fd, (struct sockaddr *)&peer, sizeof(peer));
+}
+
+/* A connected client stream (exits on failure). */
+static inline int dial(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || dial_fd(fd)) {
+		fprintf(stderr, "%s: connect: %s\n", pair_name, strerror(errno));
+		exit(3);
+	}
+	check_transport(fd, "client");
+	return fd;
+}
+
+/* The next accepted stream (exits on failure). */
+static inline int take(int lfd)
+{
+	int fd = accept(lfd, NULL, NULL);
+
+	if (fd < 0) {
+		fprintf(stderr, "%s: accept: %s\n", pair_name, strerror(errno));
+		exit(3);
+	}
+	check_transport(fd, "server");
+	return fd;
+}
+
+static inline ssize_t read_full(int fd, void *b, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, (char *)b + got, n - got);
+		if (r <= 0)
+			return r < 0 ? r : (ssize_t)got;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+static inline uint32_t fnv(uint32_t h, const uint8_t *p, size_t n)
+{
+	while (n--)
+		h = (h ^ *p++) * 16777619u;
+	return h;
+}
+
+/* Parse the arguments, listen, fork the client, run both sides, print the
+ * client's lines after the server's. Returns main's exit status. */
+static inline int pair_main(int argc, char **argv, const char *name, int default_port,
+			    void (*server)(int lfd), void (*client)(void))
+{
+	struct sockaddr_in a;
+	int lfd, one = 1, status, cfd;
+	char path[] = "/tmp/pair-XXXXXX", line[512];
+	pid_t pid;
+	FILE *f;
+
+	pair_name = name;
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s SERVER_ADDR CLIENT_ADDR [PORT]\n", name);
+		return 2;
+	}
+	srv_addr = argv[1];
+	cli_addr = argv[2];
+	port = argc > 3 ? atoi(argv[3]) : default_port;
+	signal(SIGPIPE, SIG_IGN);
+	if (pipe(s2c) || pipe(c2s))
+		return 2;
+	a = addr_of(srv_addr, port);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 64)) {
+		fprintf(stderr, "%s: listen: %s\n", name, strerror(errno));
+		return 2;
+	}
+	cfd = mkstemp(path);
+	if (cfd < 0)
+		return 2;
+	pid = fork();
+	if (pid == 0) {
+		close(lfd);
+		out = fdopen(cfd, "w");
+		client();
+		fflush(out);
+		_exit(failures ? 1 : 0);
+	}
+	out = stdout;
+	server(lfd);
+	waitpid(pid, &status, 0);
+	fflush(stdout);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		fputs(line, stdout);
+	if (f)
+		fclose(f);
+	unlink(path);
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		failures++;
+	return failures ? 1 : 0;
+}
+
+#endif
