@@ -129,7 +129,7 @@ differential() {
 	}
 	port=$(free_port)
 	rdma_snapshot
-	bounded 120 env RSOCK_EXPECT_TRANSPORT=3 RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/rdma.log" \
+	bounded 120 env RSOCK_EXPECT_TRANSPORT=3 RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/rdma.log" \
 		LD_PRELOAD="$(rsock_preload_value)" "$PROGS/$prog" "$ADDR_B" "$ADDR_A" "$port" \
 		>rdma.txt 2>rdma.err || {
 		cat rdma.txt rdma.err rdma.log >&2
