@@ -170,24 +170,30 @@ static inline int pair_main(int argc, char **argv, const char *name, int default
 	signal(SIGPIPE, SIG_IGN);
 	if (pipe(s2c) || pipe(c2s))
 		return 2;
+	cfd = mkstemp(path);
+	if (cfd < 0)
+		return 2;
+	/* The client is forked before anything starts a thread in this process
+	 * (librsock's connection-manager thread starts at listen()): a fork
+	 * from a multithreaded process may inherit a lock another thread holds
+	 * (ASan's allocator has no fork handler). It waits for the listener. */
+	pid = fork();
+	if (pid == 0) {
+		out = fdopen(cfd, "w");
+		await(s2c);
+		client();
+		fflush(out);
+		_exit(failures ? 1 : 0);
+	}
 	a = addr_of(srv_addr, port);
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 64)) {
 		fprintf(stderr, "%s: listen: %s\n", name, strerror(errno));
+		kill(pid, SIGKILL);
 		return 2;
 	}
-	cfd = mkstemp(path);
-	if (cfd < 0)
-		return 2;
-	pid = fork();
-	if (pid == 0) {
-		close(lfd);
-		out = fdopen(cfd, "w");
-		client();
-		fflush(out);
-		_exit(failures ? 1 : 0);
-	}
+	sig(s2c);
 	out = stdout;
 	server(lfd);
 	waitpid(pid, &status, 0);
