@@ -443,7 +443,6 @@ static void client(void)
 			}
 		}
 		say("C5 full %d", full);
-		say("C5 full wait: %s", ew(ep, 100));
 		sig(c2s);
 		say("C5 space: %s", ew(ep, 10000));
 		sig(c2s);
