@@ -48,12 +48,7 @@ void conn_unref(struct conn *c)
 	errno = saved;
 }
 
-void conn_settle(struct conn *c, int fd)
-{
-	conn_settle_as(c, fd, 1);
-}
-
-void conn_settle_as(struct conn *c, int fd, int rdma_ok)
+void conn_settle(struct conn *c, int fd, int rdma_ok)
 {
 	struct tp *t = NULL;
 	int why;

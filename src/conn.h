@@ -69,16 +69,15 @@ void conn_fd_gone(struct conn *c);
 
 /* An accepted stream whose client probed us does its handshake (RDMA or
  * TCP) at its first use, in the process that uses it: every shim that looks
- * at a stream's path calls this first. Blocks at most the handshake time;
+ * at a stream's path calls conn_settle_maybe() first. rdma_ok 0 declines
+ * RDMA (the stream is handed to exec). Blocks at most the handshake time;
  * takes c->lock. */
-void conn_settle(struct conn *c, int fd);
-/* The same; rdma_ok 0 declines RDMA (the stream is handed to exec). */
-void conn_settle_as(struct conn *c, int fd, int rdma_ok);
+void conn_settle(struct conn *c, int fd, int rdma_ok);
 
 static inline void conn_settle_maybe(struct conn *c, int fd)
 {
 	if (RSOCK_UNLIKELY(c && atomic_load_explicit(&c->hello_due, memory_order_acquire)))
-		conn_settle(c, fd);
+		conn_settle(c, fd, 1);
 }
 
 /* Account bytes carried for this stream (r > 0 only). */

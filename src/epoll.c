@@ -419,8 +419,6 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 			item_check(ep, it);
 		} else {
 			ep->n_watch++;
-			if (!ep->n_rdma && !ep->n_watch)
-				ep->conv_seen = atomic_load(&ep_conv_gen);
 		}
 		break;
 	case EPOLL_CTL_MOD:
@@ -514,11 +512,7 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, struct ep_item 
 		it->on_ready = 0;
 		if (it->disabled)
 			continue;
-		ev = (uint16_t)tp_ready(it->c->tp, 1, &seq);
-		if (ev & POLLIN)
-			ev |= EPOLLRDNORM;
-		if (ev & POLLOUT)
-			ev |= EPOLLWRNORM;
+		ev = (uint16_t)tp_ready(it->c->tp, 1, &seq); /* RDNORM/WRNORM included */
 		want = it->events | EPOLLERR | EPOLLHUP;
 		ev &= want;
 		report = ev && (!(it->events & EPOLLET) || seq != it->seen);

@@ -8,10 +8,9 @@
 
 #include "../epoll.h"
 
-RSOCK_EXPORT int epoll_create(int size)
+/* A new epoll descriptor (or -1 from libc) is tracked; errno is kept. */
+static int track_new(int fd)
 {
-	int fd = REAL_CALL(epoll_create, size);
-
 	if (fd >= 0 && shim_active()) {
 		int saved = errno;
 		ep_track_new(fd);
@@ -20,16 +19,14 @@ RSOCK_EXPORT int epoll_create(int size)
 	return fd;
 }
 
+RSOCK_EXPORT int epoll_create(int size)
+{
+	return track_new(REAL_CALL(epoll_create, size));
+}
+
 RSOCK_EXPORT int epoll_create1(int flags)
 {
-	int fd = REAL_CALL(epoll_create1, flags);
-
-	if (fd >= 0 && shim_active()) {
-		int saved = errno;
-		ep_track_new(fd);
-		errno = saved;
-	}
-	return fd;
+	return track_new(REAL_CALL(epoll_create1, flags));
 }
 
 RSOCK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)

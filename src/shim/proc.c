@@ -69,7 +69,6 @@ RSOCK_EXPORT pid_t vfork(void)
  * marked close-on-exec would reach the new program with the client's hello
  * at its head: before any exec it is settled, declining RDMA, so the new
  * program gets a plain TCP stream (inetd-style servers, sshd's re-exec). */
-#include <alloca.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -78,7 +77,7 @@ static void decline_one(int fd, struct conn *c, void *arg)
 {
 	(void)arg;
 	if (atomic_load(&c->hello_due) && !(rsock_real.fcntl(fd, F_GETFD) & FD_CLOEXEC))
-		conn_settle_as(c, fd, 0);
+		conn_settle(c, fd, 0);
 }
 
 static void exec_prepare(void)
@@ -140,29 +139,36 @@ RSOCK_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_fi
 
 /* execl, execlp, execle: their arguments as a vector, then the v variant.
  * (glibc's own execl calls its internal execve, which no preload sees.) */
-#define EXECL_ARGV(first, ap, argv, with_envp, envp_out)                             \
-	do {                                                                         \
-		size_t n_ = 1;                                                       \
-		va_list c_;                                                          \
-		va_copy(c_, ap);                                                     \
-		while (va_arg(c_, char *))                                           \
-			n_++;                                                        \
-		va_end(c_);                                                          \
-		argv = alloca((n_ + 1) * sizeof(char *));                            \
-		argv[0] = (char *)(first);                                           \
-		for (size_t i_ = 1; i_ <= n_; i_++)                                  \
-			argv[i_] = va_arg(ap, char *);                               \
-		if (with_envp)                                                       \
-			*(envp_out) = va_arg(ap, char **);                           \
-	} while (0)
+
+/* The arguments after the first one, up to and including the NULL. */
+static size_t execl_count(va_list ap)
+{
+	va_list c;
+	size_t n = 1;
+
+	va_copy(c, ap);
+	while (va_arg(c, char *))
+		n++;
+	va_end(c);
+	return n;
+}
+
+/* argv[0] = first, then the next n - 1 arguments and the NULL. */
+static void execl_fill(char **argv, const char *first, size_t n, va_list *ap)
+{
+	argv[0] = (char *)first;
+	for (size_t i = 1; i <= n; i++)
+		argv[i] = va_arg(*ap, char *);
+}
 
 RSOCK_EXPORT int execl(const char *path, const char *arg, ...)
 {
 	va_list ap;
-	char **argv;
 
 	va_start(ap, arg);
-	EXECL_ARGV(arg, ap, argv, 0, &argv);
+	size_t n = execl_count(ap);
+	char *argv[n + 1];
+	execl_fill(argv, arg, n, &ap);
 	va_end(ap);
 	return execv(path, argv);
 }
@@ -170,10 +176,11 @@ RSOCK_EXPORT int execl(const char *path, const char *arg, ...)
 RSOCK_EXPORT int execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
-	char **argv;
 
 	va_start(ap, arg);
-	EXECL_ARGV(arg, ap, argv, 0, &argv);
+	size_t n = execl_count(ap);
+	char *argv[n + 1];
+	execl_fill(argv, arg, n, &ap);
 	va_end(ap);
 	return execvp(file, argv);
 }
@@ -181,10 +188,13 @@ RSOCK_EXPORT int execlp(const char *file, const char *arg, ...)
 RSOCK_EXPORT int execle(const char *path, const char *arg, ...)
 {
 	va_list ap;
-	char **argv, **envp = NULL;
+	char **envp;
 
 	va_start(ap, arg);
-	EXECL_ARGV(arg, ap, argv, 1, &envp);
+	size_t n = execl_count(ap);
+	char *argv[n + 1];
+	execl_fill(argv, arg, n, &ap);
+	envp = va_arg(ap, char **);
 	va_end(ap);
 	return execve(path, argv, envp);
 }
