@@ -24,6 +24,7 @@
 
 #include "cm.h"
 #include "init.h"
+#include "handover.h"
 #include "log.h"
 #include "proto.h"
 #include "real.h"
@@ -558,7 +559,9 @@ static void on_event(struct rdma_cm_event *ev)
 
 static void *cm_main(void *arg)
 {
-	struct pollfd p[2] = {{.fd = cm_ch->fd, .events = POLLIN}, {.fd = cm_ucm, .events = POLLIN}};
+	struct pollfd p[3] = {{.fd = cm_ch->fd, .events = POLLIN},
+			      {.fd = cm_ucm, .events = POLLIN},
+			      {.fd = -1, .events = POLLIN}};
 	struct rdma_cm_event *ev;
 	struct ucm_event uev;
 
@@ -570,7 +573,11 @@ static void *cm_main(void *arg)
 		while (ucm_get_event(cm_ucm, &uev) == 1)
 			if (uev.event == UCM_EVENT_CONNECT_REQUEST)
 				on_beacon_request(&uev);
-		rsock_real.poll(p, 2, -1);
+		/* Another process asks for one of our streams (handover.h). */
+		if (p[2].revents)
+			ho_serve();
+		p[2].fd = ho_bell_fd();
+		rsock_real.poll(p, 3, -1);
 	}
 	return NULL;
 }
@@ -599,6 +606,16 @@ static int cm_start(void)
 	pthread_detach(cm_thread);
 	cm_thread_pid = getpid();
 	return 0;
+}
+
+int cm_service_start(void)
+{
+	int rc;
+
+	pthread_mutex_lock(&cm_lock);
+	rc = cm_start();
+	pthread_mutex_unlock(&cm_lock);
+	return rc;
 }
 
 void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
@@ -1069,7 +1086,8 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 		why = a.status < RSOCK_FB_MAX ? a.status : RSOCK_FB_PROTOCOL;
 		goto fail_nocancel;
 	}
-	if (a.token != c->token || tp_set_peer(c->tp, a.ring_addr, a.ring_rkey, a.ring_size, a.max_inline))
+	if (a.token != c->token ||
+	    tp_set_peer(c->tp, a.ring_addr, a.ring_rkey, a.ring_size, a.max_inline, a.version))
 		goto fail;
 	memcpy(&dst, &c->peer, sizeof(dst));
 	sa_set_port((struct sockaddr *)&dst, a.rdma_port);
@@ -1094,7 +1112,7 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 		log_debug("data connection: not established (%d)", rc);
 		goto fail;
 	}
-	c->tp->up = 1;
+	tp_up(c->tp);
 	*out = c->tp;
 	free(c);
 	log_debug("connect: fd %d carried by RDMA", fd);
@@ -1189,7 +1207,7 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 		   ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), fd, &p.tp))
 		goto nak;
 	why = RSOCK_FB_PROTOCOL;
-	if (tp_set_peer(p.tp, h.ring_addr, h.ring_rkey, h.ring_size, h.max_inline))
+	if (tp_set_peer(p.tp, h.ring_addr, h.ring_rkey, h.ring_size, h.max_inline, h.version))
 		goto nak;
 	p.token = h.token;
 	p.ctx = l->id->verbs;
@@ -1245,7 +1263,7 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 		}
 	p.tp->id->context = NULL;
 	pthread_mutex_unlock(&cm_lock);
-	p.tp->up = 1;
+	tp_up(p.tp);
 	*out = p.tp;
 	log_debug("accept: fd %d carried by RDMA", fd);
 	return 0;

@@ -79,4 +79,8 @@ int cm_server_probed(const void *owner, int fd);
 int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out);
 /* (bufs NULL: consume the hello and decline, the stream stays on TCP.) */
 
+/* Start this process's cm thread if it has none (it also answers the
+ * hand-over requests of other processes, handover.h). 0 or -errno. */
+int cm_service_start(void);
+
 #endif

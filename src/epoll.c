@@ -323,6 +323,10 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 	if (op == EPOLL_CTL_ADD)
 		conn_settle_maybe(sc, fd);
 	path = atomic_load(&sc->path);
+	/* A stream moved to TCP with nothing of its RDMA past left to read is
+	 * registered as the kernel socket it now is. */
+	if (op == EPOLL_CTL_ADD && path == CONN_PATH_RDMA && sc->tp && tp_kernel_only(sc->tp))
+		path = CONN_PATH_TCP;
 	undecided = path == CONN_PATH_UNDECIDED && atomic_load(&sc->role) != CONN_ROLE_LISTENER;
 	if (sc->ep || (path != CONN_PATH_RDMA && !undecided && !sc->ep_items))
 		return 1;

@@ -5,6 +5,7 @@
 #include "conn.h"
 #include "event.h"
 #include "fdtab.h"
+#include "transport.h"
 
 int event_fd_is_rdma(int fd)
 {
@@ -14,7 +15,8 @@ int event_fd_is_rdma(int fd)
 	if (!fdtab_maybe_tracked(fd) || !(c = fdtab_get(fd)))
 		return 0;
 	conn_settle_maybe(c, fd);
-	rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA;
+	rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA &&
+	       !tp_kernel_only(c->tp);
 	conn_unref(c);
 	return rdma;
 }
@@ -71,7 +73,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	}
 	for (nfds_t i = 0; i < n; i++) {
 		struct conn *c = fdtab_maybe_tracked(fds[i].fd) ? fdtab_get(fds[i].fd) : NULL;
-		if (c && atomic_load(&c->path) != CONN_PATH_RDMA) {
+		if (c && (atomic_load(&c->path) != CONN_PATH_RDMA || tp_kernel_only(c->tp))) {
 			conn_unref(c);
 			c = NULL;
 		}
@@ -94,7 +96,8 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 				ext[m++].revents = 0;
 			}
 			ext[m].fd = cs[i]->tp->tcp_fd;
-			ext[m].events = POLLIN | POLLRDHUP;
+			ext[m].events = POLLIN | POLLRDHUP |
+					(tp_switched(cs[i]->tp) ? fds[i].events & POLLOUT : 0);
 			ext[m++].revents = 0;
 		}
 		count = 0;

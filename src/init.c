@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "fdtab.h"
+#include "handover.h"
 #include "init.h"
 #include "log.h"
 #include "real.h"
@@ -34,6 +35,8 @@ static void init_run(void)
 	fdtab_init();
 	if (log_fd_get() >= 0)
 		fdtab_reserve(log_fd_get());
+	if (!rc)
+		ho_adopt_env(); /* streams an exec handed to this image */
 	log_debug("librsock %s ready", PACKAGE_VERSION);
 	atomic_store_explicit(&rsock_init_state, rc ? INIT_BROKEN : INIT_READY,
 			      memory_order_release);

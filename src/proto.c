@@ -30,6 +30,7 @@ enum {
 	TYPE_BEACON = 2,
 	TYPE_HELLO = 3,
 	TYPE_HELLO_ACK = 4,
+	TYPE_SWITCH = 6,
 };
 
 #define HDR_LEN 6 /* u32 magic | u16 type */
@@ -453,6 +454,66 @@ int proto_hello_ack_decode(const void *buf, size_t len, struct proto_hello_ack *
 		v.ring_size = 0;
 		v.max_inline = 0;
 	}
+	*m = v;
+	return mlen;
+}
+
+/* ---- switch (version 2) ------------------------------------------------- */
+
+/* Returns PROTO_SWITCH_LEN, or -ENOSPC / -EINVAL. */
+int proto_switch_encode(const struct proto_switch *m, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+
+	if (!m || !buf)
+		return -EINVAL;
+	if (len < PROTO_SWITCH_LEN)
+		return -ENOSPC;
+	memset(p, 0, PROTO_SWITCH_LEN);
+	put_header(p, TYPE_SWITCH);
+	put16(p + 6, PROTO_SWITCH_LEN);
+	put16(p + 8, m->version);
+	put32(p + 12, m->flags);
+	put64(p + 16, m->rdma_bytes);
+	return PROTO_SWITCH_LEN;
+}
+
+/* Returns the length field, -EAGAIN, -EPROTO or -EINVAL. Version 2 is the
+ * first with this message: exactly 24 bytes, reserved and flags 0; a later
+ * version may be longer (up to PROTO_MSG_MAX_LEN, the rest skipped). */
+int proto_switch_decode(const void *buf, size_t len, struct proto_switch *m)
+{
+	struct proto_switch v;
+	struct rd r;
+	uint16_t mlen, resv;
+	int rc;
+
+	if (!m)
+		return -EINVAL;
+	if ((rc = rd_header(&r, buf, len, TYPE_SWITCH)))
+		return rc;
+	memset(&v, 0, sizeof(v));
+	if (!rd_u16(&r, &mlen))
+		return -EAGAIN;
+	if (!length_ok(mlen, PROTO_SWITCH_LEN))
+		return -EPROTO;
+	if (!rd_u16(&r, &v.version))
+		return -EAGAIN;
+	if (v.version < PROTO_VERSION_SWITCH ||
+	    (v.version == PROTO_VERSION_SWITCH && mlen != PROTO_SWITCH_LEN))
+		return -EPROTO;
+	if (!rd_u16(&r, &resv))
+		return -EAGAIN;
+	if (resv && v.version == PROTO_VERSION_SWITCH)
+		return -EPROTO;
+	if (!rd_u32(&r, &v.flags))
+		return -EAGAIN;
+	if (v.flags && v.version == PROTO_VERSION_SWITCH)
+		return -EPROTO;
+	if (!rd_u64(&r, &v.rdma_bytes))
+		return -EAGAIN;
+	if (len < mlen)
+		return -EAGAIN;
 	*m = v;
 	return mlen;
 }

@@ -12,7 +12,8 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC 0x314b5352u /* "RSK1" little-endian */
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2 /* 2 adds SWITCH (the hand-over to TCP) */
+#define PROTO_VERSION_SWITCH 2 /* the first version that speaks SWITCH */
 
 /* rdma_cm private data of the probe (client -> beacon connect request). */
 struct proto_probe {
@@ -58,6 +59,17 @@ struct proto_hello_ack {
 };
 #define PROTO_HELLO_ACK_LEN 44
 
+/* Either direction on TCP, after the RDMA connection is up (version >= 2):
+ * "I send nothing more over RDMA; rdma_bytes is everything I wrote into
+ * your ring; what follows on TCP is application data" (doc/design.md
+ * section 6, the hand-over). */
+struct proto_switch {
+	uint16_t version;
+	uint32_t flags;
+	uint64_t rdma_bytes;
+};
+#define PROTO_SWITCH_LEN 24
+
 /* The 32-bit immediate of an RDMA WRITE WITH IMMEDIATE. */
 enum proto_imm_type {
 	PROTO_IMM_DATA = 0,   /* value = bytes written into the ring */
@@ -87,6 +99,8 @@ int proto_hello_encode(const struct proto_hello *m, void *buf, size_t len);
 int proto_hello_decode(const void *buf, size_t len, struct proto_hello *m);
 int proto_hello_ack_encode(const struct proto_hello_ack *m, void *buf, size_t len);
 int proto_hello_ack_decode(const void *buf, size_t len, struct proto_hello_ack *m);
+int proto_switch_encode(const struct proto_switch *m, void *buf, size_t len);
+int proto_switch_decode(const void *buf, size_t len, struct proto_switch *m);
 
 /* Immediate data: encode returns the value (a type or value out of range gives
  * one that decode refuses); decode returns 0 or -EPROTO (unknown type, value

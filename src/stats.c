@@ -14,7 +14,13 @@ static struct {
 	_Atomic uint64_t bytes[2][2]; /* [rdma][tx] */
 	_Atomic uint64_t fallbacks[RSOCK_FB_MAX];
 	_Atomic int64_t registered;
+	_Atomic uint64_t handovers;
 } st_;
+
+void stats_handover(void)
+{
+	atomic_fetch_add_explicit(&st_.handovers, 1, memory_order_relaxed);
+}
 
 void stats_add_bytes(int rdma, int tx, uint64_t n)
 {
@@ -41,7 +47,7 @@ void stats_snapshot(struct rsock_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->size = sizeof(*st);
-	st->version = 1;
+	st->version = 2;
 	st->streams_tcp = atomic_load_explicit(&st_.streams[0], memory_order_relaxed);
 	st->streams_rdma = atomic_load_explicit(&st_.streams[1], memory_order_relaxed);
 	st->tx_bytes_tcp = atomic_load_explicit(&st_.bytes[0][1], memory_order_relaxed);
@@ -53,6 +59,7 @@ void stats_snapshot(struct rsock_stats *st)
 	int64_t reg = atomic_load_explicit(&st_.registered, memory_order_relaxed);
 	st->registered_bytes = reg > 0 ? (uint64_t)reg : 0;
 	st->tracked_fds = fdtab_count();
+	st->handovers = atomic_load_explicit(&st_.handovers, memory_order_relaxed);
 }
 
 void stats_print(void)
@@ -63,7 +70,7 @@ void stats_print(void)
 	log_emit(LOG_INFO,
 		 "stats: streams tcp=%llu rdma=%llu bytes tcp tx=%llu rx=%llu rdma tx=%llu rx=%llu "
 		 "fallbacks rules=%llu no_device=%llu peer=%llu resources=%llu protocol=%llu "
-		 "not_implemented=%llu registered=%llu",
+		 "not_implemented=%llu registered=%llu handovers=%llu",
 		 (unsigned long long)s.streams_tcp, (unsigned long long)s.streams_rdma,
 		 (unsigned long long)s.tx_bytes_tcp, (unsigned long long)s.rx_bytes_tcp,
 		 (unsigned long long)s.tx_bytes_rdma, (unsigned long long)s.rx_bytes_rdma,
@@ -73,5 +80,5 @@ void stats_print(void)
 		 (unsigned long long)s.fallbacks[RSOCK_FB_RESOURCES],
 		 (unsigned long long)s.fallbacks[RSOCK_FB_PROTOCOL],
 		 (unsigned long long)s.fallbacks[RSOCK_FB_NOT_IMPLEMENTED],
-		 (unsigned long long)s.registered_bytes);
+		 (unsigned long long)s.registered_bytes, (unsigned long long)s.handovers);
 }

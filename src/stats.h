@@ -11,6 +11,7 @@ void stats_add_bytes(int rdma, int tx, uint64_t n);
 void stats_stream(int rdma);
 void stats_fallback(enum rsock_fallback_reason why);
 void stats_registered(int64_t delta);
+void stats_handover(void);
 /* Fill st completely (current version). */
 void stats_snapshot(struct rsock_stats *st);
 /* Print the counters to the log destination, whatever the log level. */

@@ -8,11 +8,13 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "event.h"
+#include "handover.h"
 #include "log.h"
 #include "real.h"
 #include "stats.h"
@@ -20,6 +22,7 @@
 
 #define TP_CTL_RESERVE 2 /* send-queue slots kept for credits and FIN */
 #define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
+#define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
 
 struct tp_settings tp_settings = {.poll_us = 20};
 
@@ -82,14 +85,23 @@ fail:
 	return rc;
 }
 
-int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint32_t max_inline)
+int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint32_t max_inline,
+		uint16_t version)
 {
 	if (ring_remote_init(&t->peer, size))
 		return -EPROTO;
+	t->peer_version = version;
 	t->peer_addr = addr;
 	t->peer_rkey = rkey;
 	(void)max_inline; /* the inline limit that matters is our own QP's */
 	return 0;
+}
+
+void tp_up(struct tp *t)
+{
+	t->up = 1;
+	t->fork_gen = atomic_load(&ho_forks);
+	t->rec = ho_register(t);
 }
 
 static int post_recv(struct tp *t)
@@ -258,12 +270,18 @@ static int progress(struct tp *t)
 	return total;
 }
 
-/* Whether the control connection says the peer is gone. Caller holds the lock. */
+static int switch_locked(struct tp *t, int have_total, uint64_t peer_total);
+
+/* Whether the control connection says the peer is gone, or moves the stream
+ * to TCP (its SWITCH). Caller holds the lock. */
 static void check_control(struct tp *t)
 {
 	char b[64];
-	ssize_t r = rsock_real.recv(t->tcp_fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	ssize_t r;
 
+	if (tp_switched(t))
+		return; /* the kernel socket carries application data now */
+	r = rsock_real.recv(t->tcp_fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 	if (r == 0 && t->rd_shut) {
 		/* Our own shutdown(SHUT_RD) ends the kernel socket's input too:
 		 * this end says nothing about the peer. */
@@ -280,8 +298,20 @@ static void check_control(struct tp *t)
 			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		t->peer_gone = 1;
 	} else if (r > 0) {
-		/* Nothing but FIN/RST is expected on the control connection of an
-		 * RDMA stream; discard stray bytes so they cannot spin us. */
+		struct proto_switch m;
+		int d = proto_switch_decode(b, (size_t)r, &m);
+
+		if (d > 0) {
+			/* Exactly the message: application data follows it. */
+			rsock_real.recv(t->tcp_fd, b, (size_t)d, MSG_DONTWAIT);
+			log_debug("fd %d: the peer moves the stream to TCP", t->tcp_fd);
+			switch_locked(t, 1, m.rdma_bytes);
+			return;
+		}
+		if (d == -EAGAIN)
+			return; /* the rest of a SWITCH is on its way */
+		/* Nothing else is expected on the control connection of an RDMA
+		 * stream; discard stray bytes so they cannot spin us. */
 		log_warn_rl("fd %d: %zd unexpected bytes on the control connection", t->tcp_fd, r);
 		rsock_real.recv(t->tcp_fd, b, (size_t)r, MSG_DONTWAIT);
 	}
@@ -469,17 +499,344 @@ static uint32_t send_room(struct tp *t, size_t want)
 	return (uint32_t)room;
 }
 
-/* An RDMA stream inherited over fork: its verbs objects are the parent's and
- * unusable here (and polling its shared queues would steal the parent's
- * completions). This version fails such calls with EIO; doc/design.md
- * section 6 says what is planned. */
-static int foreign(struct tp *t)
+/* ---- the hand-over to TCP (doc/design.md section 6) ----------------------- */
+
+static int64_t mono_ms(void)
 {
-	if (RSOCK_LIKELY(t->owner == getpid()))
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A signalled zero-byte RDMA WRITE (no immediate, no receive consumed at the
+ * peer): its completion says that every earlier work request is complete. */
+static int post_fence(struct tp *t)
+{
+	struct ibv_send_wr wr, *bad;
+	unsigned slot;
+	int rc;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = t->peer_addr;
+	wr.wr.rdma.rkey = t->peer_rkey;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if ((rc = ibv_post_send(t->qp, &wr, &bad)))
+		return -rc;
+	t->sq_busy++;
+	t->sq_seq++;
+	slot = (t->sig_head + t->sig_count) % TP_SQ_DEPTH;
+	t->sig[slot].seq = t->sq_seq;
+	t->sig[slot].tx_tail = t->tx.tail;
+	t->sig_count++;
+	t->sq_posted = 0;
+	return 0;
+}
+
+/* Read the peer's SWITCH from the control connection, exactly its bytes
+ * (application data follows it), absorbing RDMA completions meanwhile.
+ * 0 and *total; -EPIPE or -ECONNRESET when the peer closed its socket
+ * instead; -EPROTO, -ETIMEDOUT. Caller holds the lock. */
+static int read_switch(struct tp *t, uint64_t *total, int64_t deadline)
+{
+	uint8_t b[PROTO_MSG_MAX_LEN];
+	size_t got = 0, need = PROTO_SWITCH_LEN;
+
+	for (;;) {
+		struct proto_switch m;
+		struct pollfd p = {.fd = t->tcp_fd, .events = POLLIN};
+		ssize_t r = rsock_real.recv(t->tcp_fd, b + got, need - got, MSG_DONTWAIT);
+
+		if (r > 0) {
+			int d;
+			got += (size_t)r;
+			d = proto_switch_decode(b, got, &m);
+			if (d > 0) {
+				*total = m.rdma_bytes;
+				return 0;
+			}
+			if (d != -EAGAIN)
+				return -EPROTO;
+			if (got >= 8) /* the length is known: read up to it */
+				need = (size_t)b[6] | (size_t)b[7] << 8;
+			if (need > sizeof(b) || need < got)
+				return -EPROTO;
+			continue;
+		}
+		if (r == 0)
+			return -EPIPE;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return errno == ECONNRESET ? -ECONNRESET : -EPIPE;
+		progress(t);
+		if (mono_ms() > deadline)
+			return -ETIMEDOUT;
+		rsock_real.poll(&p, 1, 2);
+	}
+}
+
+/* The switch itself, in the owning process, lock held. have_total: the peer
+ * spoke first (its SWITCH said peer_total). Afterwards the unread ring bytes
+ * are the prefix and the kernel socket carries the rest, both ways. On
+ * failure the kernel socket is shut down both ways (the application sees
+ * EOF and EPIPE, never bytes out of order) and -errno returned. */
+static int switch_locked(struct tp *t, int have_total, uint64_t peer_total)
+{
+	int64_t deadline = mono_ms() + TP_SWITCH_MS;
+	int rc = 0;
+
+	if (tp_switched(t))
 		return 0;
-	log_warn_rl("an RDMA stream inherited from the parent process is not usable in a child "
-		    "in this version: EIO");
-	return 1;
+	progress(t);
+	if (!t->err && !t->peer_gone) {
+		struct proto_switch m = {.version = PROTO_VERSION, .flags = 0};
+		uint8_t b[PROTO_SWITCH_LEN];
+		size_t off = 0;
+
+		/* 1. Everything we posted has landed in the peer's ring. */
+		while (t->sq_busy && !t->err && !rc) {
+			if (progress(t))
+				continue;
+			if (!t->sig_count && t->sq_busy < TP_SQ_DEPTH && (rc = post_fence(t)))
+				break;
+			if (mono_ms() > deadline)
+				rc = -ETIMEDOUT;
+			else
+				rsock_real.poll(NULL, 0, 1);
+		}
+		if (t->err && !rc)
+			rc = t->err;
+		/* 2. Say where our RDMA bytes end; TCP carries what follows. */
+		m.rdma_bytes = t->peer.tail;
+		proto_switch_encode(&m, b, sizeof(b));
+		while (!rc && off < sizeof(b)) {
+			ssize_t w = rsock_real.send(t->tcp_fd, b + off, sizeof(b) - off, MSG_NOSIGNAL);
+			if (w > 0)
+				off += (size_t)w;
+			else if (errno != EINTR && errno != EAGAIN)
+				rc = -errno;
+			else
+				rsock_real.poll(NULL, 0, 1);
+		}
+		if (!rc && t->fin_sent)
+			rsock_real.shutdown(t->tcp_fd, SHUT_WR); /* our FIN, now TCP's */
+		/* 3. Hear where the peer's end. */
+		if (!rc && !have_total) {
+			rc = read_switch(t, &peer_total, deadline);
+			if (rc == -EPIPE || rc == -ECONNRESET) {
+				/* The peer's socket is closed: everything it wrote
+				 * completed before (its close waits for that). */
+				t->peer_gone = 1;
+				progress(t);
+				peer_total = t->rx.tail;
+				rc = 0;
+			}
+		}
+		/* 4. Everything the peer posted is in our ring. */
+		while (!rc && t->rx.tail < peer_total && !t->err) {
+			if (progress(t))
+				continue;
+			if (mono_ms() > deadline)
+				rc = -ETIMEDOUT;
+			else
+				rsock_real.poll(NULL, 0, 1);
+		}
+		if (!rc && t->rx.tail != peer_total)
+			rc = -EPROTO; /* more arrived than the peer says it sent */
+	}
+	if (!rc && ring_used(&t->rx)) {
+		uint64_t used = ring_used(&t->rx);
+		uint32_t off = (uint32_t)(t->rx.head & (t->rx.size - 1));
+		size_t l1 = used < t->rx.size - off ? (size_t)used : t->rx.size - off;
+		rc = ho_pre_new(t->rx.buf + off, l1, t->rx.buf, (size_t)used - l1, &t->pre);
+		if (!rc)
+			ring_consume(&t->rx, (size_t)used);
+	}
+	if (rc) {
+		log_warn("fd %d: the stream could not be moved to TCP (%s): it is shut down",
+			 t->tcp_fd, strerror(-rc));
+		rsock_real.shutdown(t->tcp_fd, SHUT_RDWR);
+	} else {
+		log_debug("fd %d: moved to TCP, %zu unread bytes first", t->tcp_fd,
+			  ho_pre_left(t->pre));
+		stats_handover();
+	}
+	atomic_store_explicit(&t->sw, 1, memory_order_release);
+	atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+	if (atomic_load_explicit(&t->watchers, memory_order_relaxed))
+		event_kick();
+	return rc;
+}
+
+/* A process other than the owner uses the stream (a forked child): it gets
+ * the stream moved to TCP by the owner, then reads the prefix the owner left
+ * and the kernel socket. Returns 0 once switched, -EIO when that cannot be
+ * done. */
+static pthread_mutex_t sw_child_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int sw_enter(struct tp *t)
+{
+	struct ho_pre *pre = NULL;
+	int rc = 0;
+
+	if (tp_switched(t) || t->owner == getpid())
+		return 0;
+	pthread_mutex_lock(&sw_child_lock);
+	if (!tp_switched(t)) {
+		rc = ho_request(t->rec, &pre);
+		if (rc == 0 && !tp_switched(t)) { /* (vfork: the owner's thread set it) */
+			t->pre = pre;
+			pre = NULL;
+			atomic_store_explicit(&t->sw, 1, memory_order_release);
+		}
+		ho_pre_free(pre);
+	}
+	pthread_mutex_unlock(&sw_child_lock);
+	if (rc)
+		log_warn_rl("an RDMA stream of process %d could not be moved to TCP for this "
+			    "process: EIO", (int)t->owner);
+	return rc ? -EIO : 0;
+}
+
+int tp_handover(struct tp *t)
+{
+	int rc;
+
+	if (tp_switched(t))
+		return 0;
+	if (t->owner != getpid())
+		return sw_enter(t);
+	if (!t->up)
+		return -ENOTCONN;
+	if (t->peer_version < PROTO_VERSION_SWITCH)
+		return -EPROTONOSUPPORT;
+	pthread_mutex_lock(&t->lock);
+	rc = switch_locked(t, 0, 0);
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+struct ho_pre *tp_prefix(struct tp *t)
+{
+	return tp_switched(t) ? t->pre : NULL;
+}
+
+int tp_control_watch(struct tp *t)
+{
+	int more;
+
+	pthread_mutex_lock(&t->lock);
+	check_control(t);
+	more = !tp_switched(t) && !t->peer_gone && !t->err && !t->rd_shut;
+	pthread_mutex_unlock(&t->lock);
+	return more;
+}
+
+int tp_kernel_only(struct tp *t)
+{
+	return tp_switched(t) && !ho_pre_left(t->pre);
+}
+
+int tp_prefix_fd(struct tp *t)
+{
+	return ho_pre_left(tp_prefix(t)) ? ho_pre_fd(t->pre) : -1;
+}
+
+int tp_adopt(int fd, struct ho_pre *pre, struct tp **out)
+{
+	struct tp *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	t->owner = getpid();
+	t->tcp_fd = rsock_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	if (t->tcp_fd < 0)
+		t->tcp_fd = rsock_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (t->tcp_fd < 0) {
+		int rc = -errno;
+		pthread_mutex_destroy(&t->lock);
+		free(t);
+		return rc;
+	}
+	t->pre = pre;
+	t->peer_version = PROTO_VERSION;
+	atomic_init(&t->sw, 1);
+	*out = t;
+	return 0;
+}
+
+/* iov from byte skip on, into tmp (at most 64 pieces). Returns the count. */
+static int iov_from(const struct iovec *iov, int iovcnt, size_t skip, struct iovec tmp[64])
+{
+	int n = 0;
+
+	for (int i = 0; i < iovcnt && n < 64; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		tmp[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
+		tmp[n++].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+	}
+	return n;
+}
+
+/* Receive on a switched stream, into iov from byte skip: the prefix first,
+ * then the kernel socket (flags as the application gave them). */
+static ssize_t sw_recv(struct tp *t, const struct iovec *iov, int iovcnt, size_t skip, int flags)
+{
+	size_t want = iov_total(iov, iovcnt) - skip, n = 0;
+	struct iovec tmp[64];
+	struct msghdr m;
+	ssize_t r;
+
+	if (ho_pre_left(t->pre)) {
+		n = ho_pre_read(t->pre, iov, iovcnt, skip, want, flags & MSG_PEEK);
+		if (n && (n == want || !(flags & MSG_WAITALL) || (flags & MSG_PEEK)))
+			return (ssize_t)n;
+	}
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = tmp;
+	m.msg_iovlen = (size_t)iov_from(iov, iovcnt, skip + n, tmp);
+	r = rsock_real.recvmsg(t->tcp_fd, &m, flags);
+	if (r < 0)
+		return n ? (ssize_t)n : -errno;
+	return (ssize_t)n + r;
+}
+
+/* Send the rest of iov (from byte skip) on the kernel socket after a switch
+ * in the middle of a send. Returns the bytes sent (>= 0). */
+static size_t sw_send_rest(struct tp *t, const struct iovec *iov, int iovcnt, size_t skip, int flags)
+{
+	struct iovec tmp[64];
+	struct msghdr m;
+	ssize_t r;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = tmp;
+	m.msg_iovlen = (size_t)iov_from(iov, iovcnt, skip, tmp);
+	r = rsock_real.sendmsg(t->tcp_fd, &m, flags | MSG_NOSIGNAL);
+	return r > 0 ? (size_t)r : 0;
+}
+
+static short sw_ready(struct tp *t, uint64_t *seq)
+{
+	struct pollfd p = {.fd = t->tcp_fd,
+			   .events = POLLIN | POLLOUT | POLLRDHUP | POLLRDNORM | POLLWRNORM};
+	short ev;
+
+	rsock_real.poll(&p, 1, 0);
+	ev = p.revents;
+	if (ho_pre_left(t->pre))
+		ev |= POLLIN | POLLRDNORM;
+	/* Each kernel event a waiter saw is an edge for edge-triggered epoll. */
+	if (atomic_exchange_explicit(&t->ctl_dirty, 0, memory_order_relaxed))
+		atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+	if (seq)
+		*seq = atomic_load_explicit(&t->evseq, memory_order_relaxed);
+	return ev;
 }
 
 ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
@@ -487,10 +844,14 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	size_t want = iov_total(iov, iovcnt), done = 0;
 	ssize_t r = 0;
 
-	if (foreign(t))
-		return -EIO;
+	if (RSOCK_UNLIKELY(t->owner != getpid() || tp_switched(t)))
+		return sw_enter(t) ? -EIO : -ESHUTDOWN; /* the kernel socket sends */
 	nonblock |= !!(flags & MSG_DONTWAIT);
 	pthread_mutex_lock(&t->lock);
+	if (tp_switched(t)) {
+		r = -ESHUTDOWN;
+		goto out;
+	}
 	if (t->fin_sent) {
 		r = -EPIPE;
 		goto out;
@@ -504,6 +865,13 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		 * too, the kernel socket answers (TCP's EPIPE/RST dance). */
 		if (t->eof && !t->peer_gone)
 			check_control(t);
+		if (tp_switched(t)) { /* the peer moved the stream to TCP meanwhile */
+			if (done)
+				done += sw_send_rest(t, iov, iovcnt, done, flags);
+			else
+				r = -ESHUTDOWN;
+			break;
+		}
 		if (t->peer_gone) {
 			r = -ESHUTDOWN; /* let the kernel socket answer */
 			break;
@@ -576,12 +944,20 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 
 	if (!want)
 		return 0;
-	if (foreign(t))
-		return -EIO;
+	if (RSOCK_UNLIKELY(t->owner != getpid() || tp_switched(t)))
+		return sw_enter(t) ? -EIO : sw_recv(t, iov, iovcnt, 0, flags);
 	nonblock |= !!(flags & MSG_DONTWAIT);
 	pthread_mutex_lock(&t->lock);
 	for (;;) {
 		progress(t);
+		if (tp_switched(t)) {
+			/* Moved to TCP meanwhile: the rest comes from there. */
+			pthread_mutex_unlock(&t->lock);
+			if (done && (!(flags & MSG_WAITALL) || (flags & MSG_PEEK)))
+				return (ssize_t)done;
+			r = sw_recv(t, iov, iovcnt, done, flags);
+			return r < 0 ? (done ? (ssize_t)done : r) : (ssize_t)done + r;
+		}
 		if (ring_used(&t->rx)) {
 			size_t n = ring_to_iov(t, iov, iovcnt, done, want - done);
 			if (flags & MSG_PEEK) {
@@ -609,7 +985,7 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		if (nonblock) {
 			if (control_due(t)) {
 				check_control(t);
-				if (t->peer_gone || t->err)
+				if (t->peer_gone || t->err || tp_switched(t))
 					continue;
 			}
 			r = -EAGAIN;
@@ -650,17 +1026,24 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 {
 	short ev;
 
-	if (foreign(t)) {
-		if (seq)
-			*seq = 0;
-		return POLLERR | POLLHUP;
+	if (RSOCK_UNLIKELY(t->owner != getpid() || tp_switched(t))) {
+		if (sw_enter(t)) {
+			if (seq)
+				*seq = 0;
+			return POLLERR | POLLHUP;
+		}
+		return sw_ready(t, seq);
 	}
 	pthread_mutex_lock(&t->lock);
 	progress(t);
 	/* The control connection is looked at (a syscall) only when a waiter
-	 * saw it readable: nothing but FIN or RST ever comes on it. */
+	 * saw it readable: nothing but FIN, RST or SWITCH ever comes on it. */
 	if (atomic_exchange_explicit(&t->ctl_dirty, 0, memory_order_relaxed))
 		check_control(t);
+	if (tp_switched(t)) {
+		pthread_mutex_unlock(&t->lock);
+		return sw_ready(t, seq);
+	}
 	ev = ready_locked(t);
 	if (do_arm && !atomic_load_explicit(&t->armed, memory_order_relaxed)) {
 		/* Arm, then look again: a completion that came before the
@@ -680,10 +1063,10 @@ int tp_wait_fd(struct tp *t)
 {
 	int fd;
 
-	if (t->owner != getpid())
+	if (t->owner != getpid() || tp_switched(t))
 		return -1;
 	pthread_mutex_lock(&t->lock);
-	fd = arm(t) ? -1 : t->cc->fd;
+	fd = tp_switched(t) || arm(t) ? -1 : t->cc->fd;
 	pthread_mutex_unlock(&t->lock);
 	return fd;
 }
@@ -692,7 +1075,7 @@ int tp_spin(struct tp *t)
 {
 	int n;
 
-	if (t->owner != getpid() || pthread_mutex_trylock(&t->lock))
+	if (t->owner != getpid() || tp_switched(t) || pthread_mutex_trylock(&t->lock))
 		return 0;
 	n = progress(t);
 	pthread_mutex_unlock(&t->lock);
@@ -701,15 +1084,21 @@ int tp_spin(struct tp *t)
 
 int tp_event_fd(struct tp *t)
 {
-	return t->owner == getpid() && t->cc ? t->cc->fd : -1;
+	return t->owner == getpid() && t->cc && !tp_switched(t) ? t->cc->fd : -1;
 }
 
 int tp_readable_bytes(struct tp *t)
 {
 	uint64_t n;
 
-	if (t->owner != getpid())
-		return 0;
+	if (t->owner != getpid() || tp_switched(t)) {
+		int k = 0;
+		if (sw_enter(t))
+			return 0;
+		rsock_real.ioctl(t->tcp_fd, FIONREAD, &k);
+		n = ho_pre_left(t->pre) + (uint64_t)(k > 0 ? k : 0);
+		return n > INT32_MAX ? INT32_MAX : (int)n;
+	}
 	pthread_mutex_lock(&t->lock);
 	progress(t);
 	n = ring_used(&t->rx);
@@ -732,8 +1121,8 @@ static int post_ctl(struct tp *t, enum proto_imm_type type)
 
 int tp_shutdown_rd(struct tp *t, int fd)
 {
-	if (foreign(t))
-		return -EIO;
+	if (t->owner != getpid() || tp_switched(t))
+		return sw_enter(t) ? -EIO : rsock_real.shutdown(fd, SHUT_RD) ? -errno : 0;
 	pthread_mutex_lock(&t->lock);
 	t->rd_shut = 1;
 	pthread_mutex_unlock(&t->lock);
@@ -746,9 +1135,13 @@ int tp_shutdown_wr(struct tp *t)
 {
 	int rc = 0;
 
-	if (foreign(t))
-		return -EIO;
+	if (t->owner != getpid() || tp_switched(t))
+		return sw_enter(t) ? -EIO : rsock_real.shutdown(t->tcp_fd, SHUT_WR) ? -errno : 0;
 	pthread_mutex_lock(&t->lock);
+	if (tp_switched(t)) {
+		pthread_mutex_unlock(&t->lock);
+		return rsock_real.shutdown(t->tcp_fd, SHUT_WR) ? -errno : 0;
+	}
 	if (!t->fin_sent) {
 		progress(t);
 		send_credit(t);
@@ -764,17 +1157,39 @@ void tp_close(struct tp *t, int abort)
 {
 	struct timespec start, now;
 
+	int forked, published, pfd = -1;
+
 	if (t->owner != getpid()) {
 		/* An inherited copy in a forked child: the verbs objects belong
 		 * to the parent (the device file is shared), so touching them
 		 * here would tear the parent's stream down. Drop our copy only. */
+		if (tp_switched(t))
+			ho_pre_free(t->pre);
 		rsock_real.close(t->tcp_fd);
 		free(t->mem);
 		free(t);
 		return;
 	}
+	/* A child forked since the stream came up may still hold the socket:
+	 * closing here must not end the stream for it (TCP's reference
+	 * semantics), so the stream moves to TCP instead of sending FIN, and
+	 * what was not read stays for the child (the prefix is kept open). */
+	forked = t->fork_gen != atomic_load(&ho_forks);
 	pthread_mutex_lock(&t->lock);
-	if (t->up && !t->err && !t->peer_gone) {
+	published = forked && t->up && !tp_switched(t) && !t->err && !t->peer_gone &&
+		    t->peer_version >= PROTO_VERSION_SWITCH && switch_locked(t, 0, 0) == 0;
+	if (published && (pfd = tp_prefix_fd(t)) >= 0)
+		t->pre = NULL; /* an orphan now, left open: doc/design.md section 6 */
+	pthread_mutex_unlock(&t->lock);
+	if (published) /* (lock order: the hand-over lock before the stream's) */
+		ho_publish(t, pfd);
+	ho_unregister(t, forked);
+	pthread_mutex_lock(&t->lock);
+	if (tp_switched(t)) {
+		/* Like TCP closing with unread data (unless another process may
+		 * hold the socket): the peer sees a reset. */
+		abort = !forked && ho_pre_left(t->pre);
+	} else if (t->up && !t->err && !t->peer_gone) {
 		struct linger lg = {0, 0};
 		socklen_t ll = sizeof(lg);
 		progress(t);
@@ -820,7 +1235,8 @@ void tp_close(struct tp *t, int abort)
 	if (t->tx_mr)
 		ibv_dereg_mr(t->tx_mr);
 	stats_registered(-(int64_t)t->mem_len);
-	if (abort && t->up) {
+	ho_pre_free(t->pre);
+	if (abort && (t->up || tp_switched(t))) {
 		/* Like TCP closing with unread data: the peer sees a reset. */
 		struct linger lg = {.l_onoff = 1, .l_linger = 0};
 		rsock_real.setsockopt(t->tcp_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));

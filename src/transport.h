@@ -33,6 +33,9 @@ struct tp_settings {
 };
 extern struct tp_settings tp_settings RSOCK_HIDDEN;
 
+struct ho_pre;
+struct ho_rec;
+
 struct tp {
 	pthread_mutex_t lock;
 	struct rdma_cm_id *id;       /* owns the QP; NULL until connected */
@@ -82,6 +85,13 @@ struct tp {
 	_Atomic int watchers;        /* epoll registrations of this stream */
 	_Atomic int ctl_dirty;       /* the control connection was seen readable */
 	int64_t ctl_last_ms;         /* when an empty read last looked at it */
+
+	/* The hand-over to TCP (doc/design.md section 6; handover.h). */
+	uint16_t peer_version;       /* protocol version of the peer's hello */
+	_Atomic int sw;              /* switched: the kernel socket carries the stream */
+	struct ho_pre *pre;          /* after the switch: bytes from RDMA not yet read */
+	struct ho_rec *rec;          /* the record other processes ask through */
+	unsigned fork_gen;           /* ho_forks when the stream came up */
 };
 
 /* Allocate the stream and its rings (receive ring of rx_size bytes, the
@@ -89,8 +99,36 @@ struct tp {
  * and *out, or -errno. */
 int tp_new(struct ibv_pd *pd, uint32_t rx_size, uint32_t tx_size, int tcp_fd, struct tp **out);
 
-/* The peer's ring and limits, from its hello / hello_ack. -EPROTO if unusable. */
-int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint32_t max_inline);
+/* The peer's ring and limits and protocol version, from its hello /
+ * hello_ack. -EPROTO if unusable. */
+int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint32_t max_inline,
+		uint16_t version);
+
+/* The RDMA connection is established: the stream is carried by it from now. */
+void tp_up(struct tp *t);
+
+/* Move the stream to kernel TCP, in order (doc/design.md section 6): in the
+ * owning process by the SWITCH exchange with the peer, elsewhere by asking
+ * the owner. Afterwards the bytes that came over RDMA and were not read are
+ * read first (tp_prefix), then the kernel socket's. Blocks (bounded) for the
+ * peer's answer. 0, or -errno when it could not be done (the stream is then
+ * broken: reads and writes fail). */
+int tp_handover(struct tp *t);
+static inline int tp_switched(struct tp *t)
+{
+	return atomic_load_explicit(&t->sw, memory_order_acquire);
+}
+struct ho_pre *tp_prefix(struct tp *t);
+/* The cm thread saw the control connection readable: look at it (answer a
+ * SWITCH, notice the peer's close). Returns 1 while it should be watched on. */
+int tp_control_watch(struct tp *t);
+/* Switched with nothing unread left: poll and epoll may treat the stream as
+ * the kernel socket it now is. */
+int tp_kernel_only(struct tp *t);
+int tp_prefix_fd(struct tp *t);
+/* A stream already moved to TCP, with its unread prefix (taken over), on
+ * socket fd: what an exec'd image adopts. 0 and *out, or -errno. */
+int tp_adopt(int fd, struct ho_pre *pre, struct tp **out);
 
 /* Create CQ and QP on id (which must have id->verbs) and post the receives.
  * Returns 0 or -errno; on success t owns id's QP (not the id itself). */

@@ -41,7 +41,7 @@ enum rsock_fallback_reason {
 
 struct rsock_stats {
 	uint32_t size;            /* bytes filled in by the library */
-	uint32_t version;         /* 1 */
+	uint32_t version;         /* 2 (1 had no handovers) */
 	uint64_t streams_tcp;     /* streams (connected or accepted) on kernel TCP */
 	uint64_t streams_rdma;    /* streams carried by RDMA */
 	uint64_t tx_bytes_tcp, rx_bytes_tcp;
@@ -49,6 +49,8 @@ struct rsock_stats {
 	uint64_t fallbacks[RSOCK_FB_MAX];  /* indexed by enum rsock_fallback_reason */
 	uint64_t registered_bytes; /* memory registered with RDMA devices now */
 	uint64_t tracked_fds;      /* descriptors in the fd table now */
+	/* version 2 */
+	uint64_t handovers;        /* RDMA streams moved to kernel TCP (exec, fork; design.md 6) */
 };
 
 /* Copy the process-wide counters into *st; size is sizeof(*st) as the caller

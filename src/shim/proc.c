@@ -4,6 +4,9 @@
 #endif
 #include "shim.h"
 
+#include "../handover.h"
+#include "../transport.h"
+
 RSOCK_EXPORT pid_t fork(void)
 {
 	pid_t pid;
@@ -11,6 +14,7 @@ RSOCK_EXPORT pid_t fork(void)
 
 	if (!shim_active())
 		return REAL_CALL(fork);
+	atomic_fetch_add(&ho_forks, 1); /* our streams may now be held elsewhere too */
 	fdtab_fork_prepare();
 	pid = rsock_real.fork();
 	saved = errno;
@@ -72,6 +76,7 @@ RSOCK_EXPORT pid_t vfork(void)
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <unistd.h>
 
 static void decline_one(int fd, struct conn *c, void *arg)
 {
@@ -80,61 +85,125 @@ static void decline_one(int fd, struct conn *c, void *arg)
 		conn_settle(c, fd, 0);
 }
 
-static void exec_prepare(void)
+/* An RDMA stream the new image inherits (or that a child of ours may hold,
+ * whose stream would die with our verbs objects) moves to TCP first, in
+ * order; what was not read yet goes to the new image (handover.h). */
+static void handover_one(int fd, struct conn *c, void *arg)
+{
+	struct tp *t = c->tp;
+
+	(void)arg;
+	if (atomic_load(&c->path) != CONN_PATH_RDMA || !t || tp_switched(t))
+		return;
+	if (!(rsock_real.fcntl(fd, F_GETFD) & FD_CLOEXEC) ||
+	    (t->owner == getpid() && t->fork_gen != atomic_load(&ho_forks)))
+		tp_handover(t);
+}
+
+/* The environment to exec with: envp, or a copy naming handed-over prefixes
+ * (free it with exec_done). */
+static char **exec_prepare(char *const envp[])
+{
+	int saved = errno;
+	char **env = (char **)envp;
+
+	if (shim_active()) {
+		fdtab_each(decline_one, NULL);
+		fdtab_each(handover_one, NULL);
+		env = ho_exec_env(envp);
+		if (!env)
+			env = (char **)envp;
+	}
+	errno = saved;
+	return env;
+}
+
+/* The exec failed (or posix_spawn returned): drop the copy. */
+static void exec_done(char **env, char *const envp[])
 {
 	int saved = errno;
 
-	if (shim_active())
-		fdtab_each(decline_one, NULL);
+	ho_exec_env_free(env, envp);
 	errno = saved;
 }
 
 RSOCK_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	exec_prepare();
-	return REAL_CALL(execve, path, argv, envp);
+	char **env = exec_prepare(envp);
+	int r = REAL_CALL(execve, path, argv, env);
+
+	exec_done(env, envp);
+	return r;
 }
 
 RSOCK_EXPORT int execv(const char *path, char *const argv[])
 {
-	exec_prepare();
-	return REAL_CALL(execv, path, argv);
+	char **env = exec_prepare(environ);
+	int r;
+
+	if (env == environ)
+		return REAL_CALL(execv, path, argv);
+	r = REAL_CALL(execve, path, argv, env);
+	exec_done(env, environ);
+	return r;
 }
 
 RSOCK_EXPORT int execvp(const char *file, char *const argv[])
 {
-	exec_prepare();
-	return REAL_CALL(execvp, file, argv);
+	char **env = exec_prepare(environ);
+	int r;
+
+	if (env == environ)
+		return REAL_CALL(execvp, file, argv);
+	r = REAL_CALL(execvpe, file, argv, env);
+	exec_done(env, environ);
+	return r;
 }
 
 RSOCK_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	exec_prepare();
-	return REAL_CALL(execvpe, file, argv, envp);
+	char **env = exec_prepare(envp);
+	int r = REAL_CALL(execvpe, file, argv, env);
+
+	exec_done(env, envp);
+	return r;
 }
 
 RSOCK_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	exec_prepare();
-	return REAL_CALL(fexecve, fd, argv, envp);
+	char **env = exec_prepare(envp);
+	int r = REAL_CALL(fexecve, fd, argv, env);
+
+	exec_done(env, envp);
+	return r;
 }
 
 RSOCK_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 			     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	exec_prepare();
+	char **env;
+	int r;
+
 	if (!rsock_real.posix_spawn)
 		return ENOSYS;
-	return rsock_real.posix_spawn(pid, path, fa, attr, argv, envp);
+	env = exec_prepare(envp);
+	r = rsock_real.posix_spawn(pid, path, fa, attr, argv, env);
+	exec_done(env, envp);
+	return r;
 }
 
 RSOCK_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 			      const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	exec_prepare();
+	char **env;
+	int r;
+
 	if (!rsock_real.posix_spawnp)
 		return ENOSYS;
-	return rsock_real.posix_spawnp(pid, file, fa, attr, argv, envp);
+	env = exec_prepare(envp);
+	r = rsock_real.posix_spawnp(pid, file, fa, attr, argv, env);
+	exec_done(env, envp);
+	return r;
 }
 
 /* execl, execlp, execle: their arguments as a vector, then the v variant.

@@ -45,6 +45,7 @@ union msg {
 	struct proto_beacon b;
 	struct proto_hello h;
 	struct proto_hello_ack a;
+	struct proto_switch s;
 };
 
 struct codec {
@@ -60,6 +61,8 @@ static int dec_probe(const void *b, size_t l, union msg *m) { return proto_probe
 static int dec_beacon(const void *b, size_t l, union msg *m) { return proto_beacon_decode(b, l, &m->b); }
 static int dec_hello(const void *b, size_t l, union msg *m) { return proto_hello_decode(b, l, &m->h); }
 static int dec_ack(const void *b, size_t l, union msg *m) { return proto_hello_ack_decode(b, l, &m->a); }
+static int dec_switch(const void *b, size_t l, union msg *m) { return proto_switch_decode(b, l, &m->s); }
+static int enc_switch(const union msg *m, void *b, size_t l) { return proto_switch_encode(&m->s, b, l); }
 static int enc_probe(const union msg *m, void *b, size_t l) { return proto_probe_encode(&m->p, b, l); }
 static int enc_beacon(const union msg *m, void *b, size_t l) { return proto_beacon_encode(&m->b, b, l); }
 static int enc_hello(const union msg *m, void *b, size_t l) { return proto_hello_encode(&m->h, b, l); }
@@ -97,12 +100,20 @@ static int eq_ack(const union msg *x, const union msg *y)
 	       a->ring_size == b->ring_size && a->max_inline == b->max_inline;
 }
 
+static int eq_switch(const union msg *x, const union msg *y)
+{
+	return x->s.version == y->s.version && x->s.flags == y->s.flags &&
+	       x->s.rdma_bytes == y->s.rdma_bytes;
+}
+
 static const struct codec codecs[] = {
 	{"probe", PROTO_PROBE_LEN, PROTO_PROBE_LEN, dec_probe, enc_probe, eq_probe},
 	{"beacon", PROTO_BEACON_LEN, PROTO_BEACON_LEN, dec_beacon, enc_beacon, eq_beacon},
 	{"hello", PROTO_HELLO_LEN, PROTO_MSG_MAX_LEN, dec_hello, enc_hello, eq_hello},
 	{"hello_ack", PROTO_HELLO_ACK_LEN, PROTO_MSG_MAX_LEN, dec_ack, enc_ack, eq_ack},
+	{"switch", PROTO_SWITCH_LEN, PROTO_MSG_MAX_LEN, dec_switch, enc_switch, eq_switch},
 };
+#define NCODECS (sizeof(codecs) / sizeof(codecs[0]))
 
 static void check_semantics(const struct codec *c, const union msg *m)
 {
@@ -122,6 +133,8 @@ static void check_semantics(const struct codec *c, const union msg *m)
 		} else {
 			CHECK(m->a.token == 0 && m->a.ring_size == 0 && m->a.rdma_port == 0);
 		}
+	} else if (c->dec == dec_switch) {
+		CHECK(m->s.version >= PROTO_VERSION_SWITCH);
 	} else if (c->dec == dec_probe) {
 		CHECK(m->p.version >= 1 && m->p.client_port && m->p.server_port);
 		CHECK(m->p.family == AF_INET || m->p.family == AF_INET6);
@@ -355,13 +368,13 @@ static void fuzz_ring(const uint8_t *data, size_t size)
 	}
 }
 
-#define NHARNESS 6 /* the four decoders, the immediates, the rings */
+#define NHARNESS (NCODECS + 2) /* the decoders, the immediates, the rings */
 
 static void run_one(unsigned harness, const uint8_t *data, size_t size)
 {
-	if (harness < sizeof(codecs) / sizeof(codecs[0]))
+	if (harness < NCODECS)
 		fuzz_codec(&codecs[harness], data, size);
-	else if (harness == 4)
+	else if (harness == NCODECS)
 		fuzz_imm(data, size);
 	else
 		fuzz_ring(data, size);
@@ -441,6 +454,11 @@ static size_t make_corpus(struct seed *s, size_t cap)
 	ADD((proto_hello_ack_encode(&a, s[n].b, sizeof(s[n].b)), put16(s[n].b + 6, PROTO_MSG_MAX_LEN),
 	     PROTO_MSG_MAX_LEN));
 	ADD((memcpy(s[n].b, "RSK1\x05\0\x08\0", 8), 8)); /* cancel */
+	struct proto_switch sw = {.version = 2, .rdma_bytes = 123456789};
+	ADD(proto_switch_encode(&sw, s[n].b, sizeof(s[n].b)) + 5); /* + application bytes */
+	sw.version = 3;
+	sw.flags = 1;
+	ADD((proto_switch_encode(&sw, s[n].b, sizeof(s[n].b)), put16(s[n].b + 6, 40), 40));
 	ADD((memcpy(s[n].b, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27), 27));
 	/* ring operation streams and immediates */
 	ADD((memcpy(s[n].b, "\xf0\xff\xff\xff\xff\xff\xff\xff"

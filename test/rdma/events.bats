@@ -234,6 +234,44 @@ CONF
 	stats_tcp cli.log not_implemented
 }
 
+@test "handcheck: a stream changes hands (exec'd image, forked child, owner closing first) as over kernel TCP" {
+	differential handcheck
+	# the streams were moved to TCP in order, by the SWITCH exchange
+	grep -qE 'stats: .* handovers=[1-9]' rdma.log || {
+		grep 'stats:' rdma.log >&2
+		false
+	}
+}
+
+@test "bash /dev/tcp: the shell reads a line, cat (fork and exec) the rest of a 2 MB stream that came over RDMA" {
+	require_cmd nc
+	local port
+	port=$(free_port)
+	rdma_snapshot
+	{ echo "hello from the server"; head -c 2000000 /dev/urandom; } >data
+	tail -c +23 data >want
+	BG_STDIN=data start_bg srv env $(rsock_env srv) nc -N -l -s "$ADDR_B" -p "$port"
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 60 env $(rsock_env sh) bash -c '
+		exec 3<>"/dev/tcp/$1/$2"
+		read -r first <&3
+		echo "$first" >first
+		# sleep inherits fd 3 over its exec: that moves the stream to TCP
+		# (what came over RDMA and is unread, a prefix, goes first)
+		sleep 0.5
+		cat <&3 >rest
+		exec 3>&-' sh "$ADDR_B" "$port" 2>sh.err || true
+	[ "$(cat first)" = "hello from the server" ] || {
+		cat first sh.err sh.log srv.log >&2
+		false
+	}
+	cmp want rest
+	stats_only_rdma sh.log
+	grep -qE 'stats: .* handovers=[1-9]' sh.log
+	stats_rdma srv.log 100000 tx
+	rdma_crossed 50
+}
+
 @test "redis BGSAVE: a forked child that never touches the sockets leaves the parent's RDMA streams intact" {
 	require_cmd redis-server redis-cli
 	local port pid

@@ -537,6 +537,63 @@ static void test_future_version(void **state)
 	assert_probe_eq(&pout, &p);
 }
 
+/* ---- switch (version 2) ------------------------------------------------ */
+
+static void test_switch(void **state)
+{
+	struct proto_switch m = {.version = 2, .flags = 0, .rdma_bytes = 0x0102030405060708ull}, out;
+	uint8_t b[PROTO_MSG_MAX_LEN + 8];
+	static const uint8_t want[PROTO_SWITCH_LEN] = {
+		'R', 'S', 'K', '1', 6, 0, 24, 0, 2, 0, 0, 0, 0, 0, 0, 0,
+		8, 7, 6, 5, 4, 3, 2, 1};
+
+	(void)state;
+	assert_int_equal(proto_switch_encode(&m, b, PROTO_SWITCH_LEN - 1), -ENOSPC);
+	assert_int_equal(proto_switch_encode(NULL, b, sizeof(b)), -EINVAL);
+	assert_int_equal(proto_switch_encode(&m, b, sizeof(b)), PROTO_SWITCH_LEN);
+	assert_memory_equal(b, want, PROTO_SWITCH_LEN);
+	memcpy(b + PROTO_SWITCH_LEN, "data", 4); /* application bytes follow */
+	for (size_t l = 0; l < PROTO_SWITCH_LEN; l++)
+		assert_int_equal(proto_switch_decode(b, l, &out), -EAGAIN);
+	assert_int_equal(proto_switch_decode(b, PROTO_SWITCH_LEN + 4, &out), PROTO_SWITCH_LEN);
+	assert_int_equal(out.version, 2);
+	assert_int_equal(out.rdma_bytes, m.rdma_bytes);
+	assert_int_equal(proto_switch_decode(b, 4, NULL), -EINVAL);
+
+	/* hostile or from a peer that cannot speak it */
+	put16(b + 8, 1); /* version 1 has no SWITCH */
+	assert_int_equal(proto_switch_decode(b, PROTO_SWITCH_LEN, &out), -EPROTO);
+	put16(b + 8, 2);
+	put16(b + 6, 25); /* version 2 is exactly 24 bytes */
+	assert_int_equal(proto_switch_decode(b, 8, &out), -EAGAIN);
+	assert_int_equal(proto_switch_decode(b, 10, &out), -EPROTO);
+	put16(b + 6, 23);
+	assert_int_equal(proto_switch_decode(b, 8, &out), -EPROTO);
+	put16(b + 6, PROTO_MSG_MAX_LEN + 1);
+	assert_int_equal(proto_switch_decode(b, 8, &out), -EPROTO);
+	put16(b + 6, 24);
+	put16(b + 10, 1); /* reserved */
+	assert_int_equal(proto_switch_decode(b, PROTO_SWITCH_LEN, &out), -EPROTO);
+	put16(b + 10, 0);
+	put32(b + 12, 4); /* flags */
+	assert_int_equal(proto_switch_decode(b, PROTO_SWITCH_LEN, &out), -EPROTO);
+	put32(b + 12, 0);
+	b[5] = 7; /* another type */
+	assert_int_equal(proto_switch_decode(b, 6, &out), -EPROTO);
+	b[5] = 0;
+	memcpy(b, "HTTP", 4);
+	assert_int_equal(proto_switch_decode(b, 1, &out), -EPROTO);
+
+	/* a later version may be longer and use the reserved fields */
+	m.version = 3;
+	assert_int_equal(proto_switch_encode(&m, b, sizeof(b)), PROTO_SWITCH_LEN);
+	put16(b + 6, 40);
+	put32(b + 12, 0x80000000u);
+	assert_int_equal(proto_switch_decode(b, 39, &out), -EAGAIN);
+	assert_int_equal(proto_switch_decode(b, 40, &out), 40);
+	assert_int_equal(out.flags, 0x80000000u);
+}
+
 /* ---- immediates --------------------------------------------------------- */
 
 static void test_imm(void **state)
@@ -615,6 +672,7 @@ int main(void)
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_future_version),
 		cmocka_unit_test(test_imm),
+		cmocka_unit_test(test_switch),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

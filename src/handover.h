@@ -1,0 +1,96 @@
+/* handover.h - moving an RDMA stream back to kernel TCP, in order, when a
+ * process that cannot drive its verbs objects needs it (doc/design.md
+ * section 6): an exec'd image, a forked child, or the owner's close while
+ * children may still hold the socket.
+ *
+ * Three pieces live here (module prefix ho_):
+ *  - the prefix: what came over RDMA and was not read when the stream moved,
+ *    kept in a memfd mapped MAP_SHARED by every process holding the stream,
+ *    so that each byte is read once whoever reads it;
+ *  - the shared record of each RDMA stream (MAP_SHARED, inherited by forked
+ *    children) through which a child asks the owning process to switch, and
+ *    the owner's bell (a pipe its cm thread watches; a pipe, unlike an
+ *    eventfd, can be opened again through /proc by a child that closed it);
+ *  - the environment entry that hands prefixes to an exec'd image. */
+#ifndef RSOCK_HANDOVER_H
+#define RSOCK_HANDOVER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "compiler.h"
+
+#define HO_ENV "RSOCK_HANDOVER"
+
+/* ---- the prefix ---- */
+struct ho_pre;
+
+/* A prefix holding a copy of the len1 + len2 bytes at p1, p2 (the unread part
+ * of a ring, possibly wrapped). Returns 0 and *out, or -errno. */
+int ho_pre_new(const void *p1, size_t len1, const void *p2, size_t len2, struct ho_pre **out);
+/* Map the prefix in memfd (which stays open, close-on-exec, owned by the
+ * prefix). -EPROTO when it is not a valid prefix. */
+int ho_pre_open(int memfd, struct ho_pre **out);
+/* Bytes not yet read. */
+size_t ho_pre_left(const struct ho_pre *p);
+/* Copy up to max bytes into iov (from byte `skip` of iov); consume them unless
+ * peek. Returns the count. Safe between threads and processes. */
+size_t ho_pre_read(struct ho_pre *p, const struct iovec *iov, int iovcnt, size_t skip, size_t max,
+		   int peek);
+/* The prefix's memfd (another process may open it through /proc). */
+int ho_pre_fd(const struct ho_pre *p);
+void ho_pre_free(struct ho_pre *p);
+
+/* ---- shared records and the owner's bell ---- */
+enum ho_state { HO_IDLE = 0, HO_ASKED, HO_DONE, HO_FAILED };
+
+struct ho_rec {
+	_Atomic uint32_t state; /* enum ho_state; a futex word */
+	int32_t pre_fd;         /* the owner's prefix memfd after DONE, or -1 */
+	int32_t bell_fd;        /* the write end of the owner's bell (a pipe) */
+	int32_t owner;          /* pid of the process whose verbs objects carry it */
+	uint64_t bell_ino;      /* the bell pipe's inode: a child's inherited copy is checked */
+};
+
+struct tp;
+/* A record for t, owned by this process (NULL when none can be had: the
+ * stream then simply cannot be handed to another process). Registers t so
+ * that the bell finds it; starts the cm thread that listens to the bell. */
+struct ho_rec *ho_register(struct tp *t);
+/* t is going away (owner only): no request reaches it any more. forked: a
+ * child may still hold the stream, so its record is never reused. */
+void ho_unregister(struct tp *t, int forked);
+/* t was switched by its owner on its own account (its close after a fork):
+ * children find it done, and the prefix in memfd fd (or -1). */
+void ho_publish(struct tp *t, int fd);
+/* The descriptor the cm thread polls for the hand-over (an epoll set of the
+ * bell and the registered streams' control connections), or -1. */
+int ho_bell_fd(void);
+/* It was readable (cm thread): switch every registered stream some other
+ * process asked for, and look at the control connections that moved (a
+ * peer's SWITCH is answered there when the application is elsewhere). */
+void ho_serve(void);
+/* Another process's stream (rec->owner != getpid()): ask the owner to
+ * switch it and wait (bounded). Returns 0 and *pre (NULL when nothing was
+ * unread), or -errno (-EIO: the owner is gone or did not answer). */
+int ho_request(struct ho_rec *rec, struct ho_pre **pre);
+
+/* Forks of this process so far (the owner's close switches a stream that a
+ * child may still hold). */
+extern _Atomic unsigned ho_forks RSOCK_HIDDEN;
+
+/* ---- exec ---- */
+/* Before an exec: the environment for the new image, envp plus HO_ENV naming
+ * the prefixes of the sockets that survive it (which prepare() switched).
+ * Returns envp itself when nothing is to be handed over, a new array (free
+ * with ho_exec_env_free) otherwise, or NULL (out of memory: exec anyway). */
+char **ho_exec_env(char *const envp[]);
+void ho_exec_env_free(char **env, char *const envp[]);
+/* In a new image: adopt the sockets named by HO_ENV (their prefixes come
+ * first, then the kernel socket), and remove the variable. */
+void ho_adopt_env(void);
+
+#endif
