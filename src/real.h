@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
@@ -76,6 +77,8 @@
 	X(int, fexecve, (int, char *const *, char *const *), 0)                          \
 	X(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *, char *const *, char *const *), 0) \
 	X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *, char *const *, char *const *), 0) \
+	X(int, system, (const char *), 0)                                                \
+	X(FILE *, popen, (const char *, const char *), 0)                                \
 	X(ssize_t, sendfile, (int, int, off_t *, size_t), 1)                             \
 	X(ssize_t, sendfile64, (int, int, off64_t *, size_t), 0)                         \
 	X(ssize_t, __read_chk, (int, void *, size_t, size_t), 0)                         \

@@ -76,6 +76,8 @@ RSOCK_EXPORT pid_t vfork(void)
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static void decline_one(int fd, struct conn *c, void *arg)
@@ -204,6 +206,64 @@ RSOCK_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_fi
 	r = rsock_real.posix_spawnp(pid, file, fa, attr, argv, env);
 	exec_done(env, envp);
 	return r;
+}
+
+/* system() and popen() run /bin/sh through glibc's internal posix_spawn,
+ * which no preload sees: the hand-over is done here. When prefixes must
+ * travel, the environment the shell gets is swapped in for the call (the
+ * shell's environment is read when it is spawned; a setenv() by another
+ * thread meanwhile may be lost). */
+static char **env_swap_in(void)
+{
+	char **env = exec_prepare(environ);
+
+	if (env == environ)
+		return NULL;
+	char **old = environ;
+	environ = env;
+	return old;
+}
+
+static void env_swap_out(char **old)
+{
+	char **env = environ;
+
+	if (!old)
+		return;
+	environ = old;
+	exec_done(env, old);
+}
+
+RSOCK_EXPORT int system(const char *cmd)
+{
+	char **old;
+	int r;
+
+	if (!rsock_real.system) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!cmd) /* is there a shell */
+		return rsock_real.system(cmd);
+	old = env_swap_in();
+	r = rsock_real.system(cmd);
+	env_swap_out(old);
+	return r;
+}
+
+RSOCK_EXPORT FILE *popen(const char *cmd, const char *type)
+{
+	char **old;
+	FILE *f;
+
+	if (!rsock_real.popen) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	old = env_swap_in();
+	f = rsock_real.popen(cmd, type);
+	env_swap_out(old);
+	return f;
 }
 
 /* execl, execlp, execle: their arguments as a vector, then the v variant.

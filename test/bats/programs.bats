@@ -263,5 +263,5 @@ CONF
 	run bounded with_preload "$SOCKCHECK" --exec
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"exec: 10 of 10"* ]]
+	[[ "$output" == *"exec: 12 of 12"* ]]
 }

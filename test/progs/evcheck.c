@@ -29,7 +29,9 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/select.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -311,6 +313,36 @@ static void server(int lfd)
 		usleep(200000);
 		say("S8 all: %s", ew(ep, 1000));
 		sig(s2c);
+		/* timerfd and signalfd beside the stream (its 3 bytes stay unread) */
+		{
+			sigset_t m;
+			char pb[8];
+			struct signalfd_siginfo si;
+			struct itimerspec it = {.it_value = {0, 300000000}};
+			uint64_t v;
+			int sfd, tfd;
+			if (read(efd, &v, sizeof(v)) != sizeof(v) || read(pfd[0], pb, 1) != 1)
+				abort();
+			sigemptyset(&m);
+			sigaddset(&m, SIGUSR1);
+			sigprocmask(SIG_BLOCK, &m, NULL);
+			sfd = signalfd(-1, &m, SFD_NONBLOCK | SFD_CLOEXEC);
+			tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+			add(ep, tfd, EPOLLIN, 4);
+			add(ep, sfd, EPOLLIN, 5);
+			say("S8 timerfd and signalfd idle: %s", ew(ep, 0));
+			timerfd_settime(tfd, 0, &it, NULL);
+			kill(getpid(), SIGUSR1);
+			say("S8 signal: %s", ew(ep, 1000));
+			usleep(400000);
+			say("S8 timer too: %s", ew(ep, 1000));
+			say("S8 read signalfd %zd timerfd %zd", read(sfd, &si, sizeof(si)),
+			    read(tfd, &v, sizeof(v)));
+			say("S8 consumed: %s", ew(ep, 0));
+			close(sfd);
+			close(tfd);
+			sigprocmask(SIG_UNBLOCK, &m, NULL);
+		}
 		close(pfd[0]);
 		close(pfd[1]);
 		close(efd);

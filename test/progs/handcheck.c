@@ -1,7 +1,7 @@
 /* handcheck.c - a stream that changes hands between processes behaves as
  * kernel TCP's: exec'd images, forked children and an owner that closes
- * while a child still holds the socket (doc/design.md section 6, the
- * hand-over). Run over kernel TCP and under librsock, the output must be
+ * while a child still holds the socket, system() (doc/design.md section 6,
+ * the hand-over). Run over kernel TCP and under librsock, the output must be
  * identical (test/rdma/events.bats).
  *
  * usage: handcheck SERVER_ADDR CLIENT_ADDR [PORT]
@@ -172,6 +172,9 @@ static void server(int lfd)
 		    h == pattern_fnv(5, 0, UP) ? "in order" : "CORRUPT");
 	}
 	close(fd);
+
+	/* E: system() runs a shell that execs the image */
+	serve_image(lfd, "E");
 }
 
 /* ---- the client ---- */
@@ -262,6 +265,18 @@ static void client(void)
 	close(p[1]);
 	waitpid(pid, &st, 0);
 	say("D: child exited %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+
+	/* E */
+	fd = dial();
+	say("E: first read %zd", read_full(fd, b, FIRST));
+	{
+		char cmd[4200];
+		snprintf(cmd, sizeof(cmd), "exec '%s' --image %d %d E", self, fd, fileno(out));
+		fflush(out);
+		st = system(cmd);
+		say("E: system returned %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+	close(fd);
 }
 
 int main(int argc, char **argv)

@@ -1284,8 +1284,8 @@ static int threads_main(void)
 	return bad || failures ? 1 : 0;
 }
 
-/* --exec: every exec entry point runs a program (sh -c 'exit 7') and
- * passes its arguments and environment through. */
+/* --exec: every exec entry point (system and popen too) runs a program
+ * (sh -c 'exit 7') and passes its arguments and environment through. */
 extern char **environ;
 static int exec_family(void)
 {
@@ -1327,8 +1327,22 @@ static int exec_family(void)
 		else
 			printf("exec: %s failed (status %d)\n", names[i], st);
 	}
-	printf("exec: %d of 10\n", ok);
-	return ok == 10 ? 0 : 1;
+	/* system() and popen(): the shell sees the environment too */
+	{
+		int st = system("exit $RC");
+		FILE *f = popen("echo rc=$RC", "r");
+		char line[32] = "";
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 7)
+			ok++;
+		else
+			printf("exec: system failed (status %d)\n", st);
+		if (f && fgets(line, sizeof(line), f) && !strcmp(line, "rc=7\n") && pclose(f) == 0)
+			ok++;
+		else
+			printf("exec: popen failed (%s)\n", line);
+	}
+	printf("exec: %d of 12\n", ok);
+	return ok == 12 ? 0 : 1;
 }
 
 int main(int argc, char **argv)

@@ -234,7 +234,7 @@ CONF
 	stats_tcp cli.log not_implemented
 }
 
-@test "handcheck: a stream changes hands (exec'd image, forked child, owner closing first) as over kernel TCP" {
+@test "handcheck: a stream changes hands (exec'd image, forked child, owner closing first, system()) as over kernel TCP" {
 	differential handcheck
 	# the streams were moved to TCP in order, by the SWITCH exchange
 	grep -qE 'stats: .* handovers=[1-9]' rdma.log || {
