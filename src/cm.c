@@ -1113,6 +1113,15 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 		goto fail;
 	}
 	tp_up(c->tp);
+	/* The id's later events (a disconnect) go to the process's channel,
+	 * which the cm thread acknowledges: one descriptor less per stream. */
+	pthread_mutex_lock(&cm_lock);
+	c->id->context = NULL;
+	if (cm_ch && cm_thread_pid == getpid() && rdma_migrate_id(c->id, cm_ch) == 0) {
+		rdma_destroy_event_channel(c->tp->ch);
+		c->tp->ch = NULL;
+	}
+	pthread_mutex_unlock(&cm_lock);
 	*out = c->tp;
 	free(c);
 	log_debug("connect: fd %d carried by RDMA", fd);

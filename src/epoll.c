@@ -50,6 +50,7 @@ struct ep_item {
 struct ep {
 	pthread_mutex_t lock;
 	pid_t owner;             /* the process that made the shadow */
+	_Atomic uint32_t wait_avg_ns; /* recent waits that had to wait (adaptive spin) */
 	int kfd;                 /* our duplicate of the epoll descriptor, or -1 */
 	int bell;                /* eventfd: readable while the ready list is not empty */
 	int bell_on;
@@ -556,12 +557,12 @@ static int64_t now_ns(void)
 #define EP_SPIN_MAX_STREAMS 16
 static int spin(struct ep *ep)
 {
-	int64_t end;
+	int64_t end, budget = tp_spin_budget_ns(atomic_load_explicit(&ep->wait_avg_ns, memory_order_relaxed));
 	int found = 0;
 
-	if (!tp_settings.poll_us || ep->n_rdma > EP_SPIN_MAX_STREAMS)
+	if (!budget || ep->n_rdma > EP_SPIN_MAX_STREAMS)
 		return 0;
-	end = now_ns() + (int64_t)tp_settings.poll_us * 1000;
+	end = now_ns() + budget;
 	do {
 		struct ep_item *it, *tmp;
 		pthread_mutex_lock(&ep->lock);
@@ -598,6 +599,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 {
 	struct ep *ep = epc->ep;
 	int64_t deadline = tmo ? now_ns() + (int64_t)tmo->tv_sec * 1000000000 + tmo->tv_nsec : 0;
+	int64_t wstart = 0;
 
 	if (max <= 0)
 		return -EINVAL;
@@ -615,6 +617,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		int64_t left = -1;
 		struct ep_item *keep = NULL;
 
+
 		pthread_mutex_lock(&ep->lock);
 		convert(ep, epfd);
 		n = scan(ep, evs, max, &keep);
@@ -622,6 +625,8 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			DL_CONCAT(ep->ready, keep);
 			bell_update(ep);
 			pthread_mutex_unlock(&ep->lock);
+			if (wstart)
+				tp_wait_note(&ep->wait_avg_ns, now_ns() - wstart);
 			return n;
 		}
 		pthread_mutex_unlock(&ep->lock);
@@ -629,6 +634,8 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			left = 0;
 		else if (tmo && (left = deadline - now_ns()) < 0)
 			left = 0;
+		if (left != 0 && !wstart)
+			wstart = now_ns(); /* nothing ready: a wait (the adaptive spin learns from these) */
 		if (left != 0 && spin(ep))
 			continue; /* a stream moved: report it */
 		k = kwait(ep->kfd, evs + n, max - n, left, mask);
@@ -686,6 +693,8 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		DL_CONCAT(ep->ready, keep);
 		bell_update(ep);
 		pthread_mutex_unlock(&ep->lock);
+		if (wstart && (m || (!internal && k == 0)))
+			tp_wait_note(&ep->wait_avg_ns, now_ns() - wstart);
 		if (m)
 			return m;
 		if (!internal && k == 0)

@@ -24,7 +24,7 @@
 #define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
 #define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
 
-struct tp_settings tp_settings = {.poll_us = 20};
+struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500};
 
 static int arm(struct tp *t);
 
@@ -337,24 +337,30 @@ static int control_due(struct tp *t)
 
 /* Sleep until a completion or a control-connection event, lock released
  * meanwhile. Caller holds t->lock; returns with it held. */
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void wait_event(struct tp *t)
 {
 	struct pollfd p[2];
+	int64_t start = mono_ns();
+	int64_t budget = tp_spin_budget_ns(atomic_load_explicit(&t->wait_avg_ns, memory_order_relaxed));
 
-	/* Bounded busy-poll first (RSOCK_POLL_US): a completion that arrives
-	 * within it costs no sleep and no wake-up. Never longer, so an idle
-	 * stream does not burn CPU. */
-	if (tp_settings.poll_us) {
-		struct timespec ts;
-		int64_t end;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		end = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (int64_t)tp_settings.poll_us * 1000;
+	/* Bounded busy-poll first (adaptive, RSOCK_POLL_US .. RSOCK_POLL_MAX_US):
+	 * a completion that arrives within it costs no sleep and no wake-up.
+	 * An idle stream spins only RSOCK_POLL_US. */
+	if (budget) {
 		for (;;) {
-			if (progress(t))
+			if (progress(t)) {
+				tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
 				return;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			if ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec >= end)
+			}
+			if (mono_ns() - start >= budget)
 				break;
 		}
 	}
@@ -365,8 +371,10 @@ static void wait_event(struct tp *t)
 	/* A completion that arrived before the arming raises no event: look
 	 * once more now that the CQ is armed, and do not sleep if there was
 	 * one (the caller re-evaluates its condition). */
-	if (progress(t))
+	if (progress(t)) {
+		tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
 		return;
+	}
 	p[0].fd = t->cc->fd;
 	p[0].events = POLLIN;
 	p[1].fd = t->tcp_fd;
@@ -374,6 +382,7 @@ static void wait_event(struct tp *t)
 	pthread_mutex_unlock(&t->lock);
 	rsock_real.poll(p, 2, 1000);
 	pthread_mutex_lock(&t->lock);
+	tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
 	tp_wait_done(t);
 	if (p[1].revents)
 		check_control(t);

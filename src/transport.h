@@ -29,9 +29,35 @@
 
 /* Settings from the environment (config.c fills them). */
 struct tp_settings {
-	unsigned poll_us; /* RSOCK_POLL_US: busy-poll before blocking, microseconds */
+	unsigned poll_us;     /* RSOCK_POLL_US: busy-poll before blocking, microseconds (0: never) */
+	unsigned poll_max_us; /* RSOCK_POLL_MAX_US: ceiling of the adaptive busy-poll (0: fixed) */
 };
 extern struct tp_settings tp_settings RSOCK_HIDDEN;
+
+/* Adaptive busy-poll (doc/design.md section 9). A waiter that usually gets
+ * its event soon (avg_ns: the recent time from starting to wait to the
+ * event, an EWMA) spins up to twice that, within [RSOCK_POLL_US,
+ * RSOCK_POLL_MAX_US]; one whose waits are longer than the ceiling (an idle
+ * stream) spins only RSOCK_POLL_US. Returns nanoseconds. */
+static inline int64_t tp_spin_budget_ns(uint32_t avg_ns)
+{
+	int64_t base = (int64_t)tp_settings.poll_us * 1000, max = (int64_t)tp_settings.poll_max_us * 1000;
+	int64_t b = 2 * (int64_t)avg_ns;
+
+	if (!base || !avg_ns || avg_ns > max)
+		return base;
+	return b > max ? max : b < base ? base : b;
+}
+
+/* Fold one wait of waited_ns into the average. */
+static inline void tp_wait_note(_Atomic uint32_t *avg, int64_t waited_ns)
+{
+	uint32_t a = atomic_load_explicit(avg, memory_order_relaxed);
+	uint32_t w = waited_ns < 0 ? 0 : waited_ns > 100000000 ? 100000000 : (uint32_t)waited_ns;
+
+	atomic_store_explicit(avg, a ? (uint32_t)(((uint64_t)a * 7 + w) / 8) : (w ? w : 1),
+			      memory_order_relaxed);
+}
 
 struct ho_pre;
 struct ho_rec;
@@ -39,7 +65,8 @@ struct ho_rec;
 struct tp {
 	pthread_mutex_t lock;
 	struct rdma_cm_id *id;       /* owns the QP; NULL until connected */
-	struct rdma_event_channel *ch; /* the id's private channel (client side), or NULL */
+	struct rdma_event_channel *ch; /* the id's private channel (client side, until
+	                                  it is up: then the process's), or NULL */
 	struct ibv_pd *pd;           /* borrowed from the device cache */
 	struct ibv_comp_channel *cc;
 	struct ibv_cq *cq;
@@ -85,6 +112,7 @@ struct tp {
 	_Atomic int watchers;        /* epoll registrations of this stream */
 	_Atomic int ctl_dirty;       /* the control connection was seen readable */
 	int64_t ctl_last_ms;         /* when an empty read last looked at it */
+	_Atomic uint32_t wait_avg_ns; /* recent waits for an event (tp_spin_budget_ns) */
 
 	/* The hand-over to TCP (doc/design.md section 6; handover.h). */
 	uint16_t peer_version;       /* protocol version of the peer's hello */
