@@ -18,7 +18,7 @@ cd "$top"
 if [ "${RSOCK_BENCH_INNER:-}" != 1 ]; then
 	scripts/setup.sh >&2
 	mkdir -p build/bench
-	cc -O2 -g -Wall -o build/bench/sockbench bench/sockbench.c
+	cc -O2 -g -Wall -Iinclude -o build/bench/sockbench bench/sockbench.c -ldl -lpthread
 	mkdir -p bench/results
 	if [ -n "${RSOCK_TEST_ADDR_A:-}" ] && ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
 		env RSOCK_BENCH_INNER=1 "$0" "$@" | tee bench/results/rdma-latest.md.tmp

@@ -1,30 +1,49 @@
 /* sockbench.c - a plain TCP benchmark program, run unmodified over kernel
- * TCP, under librsock and under rsocket's preload library (bench/rdma.sh).
+ * TCP, under librsock and under rsocket's preload library (bench/suite.sh,
+ * bench/rdma.sh).
  *
- *   sockbench server ADDR PORT                    serve one connection, then exit
- *   sockbench pingpong ADDR PORT SRC SIZE COUNT   COUNT round trips of SIZE bytes:
- *                                                 prints "p50_us p99_us p999_us"
- *   sockbench stream ADDR PORT SRC SIZE BYTES     send BYTES in SIZE-byte writes,
- *                                                 wait for the server's 1-byte ack:
- *                                                 prints "MB/s"
+ *   sockbench server ADDR PORT [CONNS]           serve CONNS connections (default 1),
+ *                                                each in a thread, then exit
+ *   sockbench pingpong ADDR PORT SRC SIZE COUNT  COUNT round trips of SIZE bytes:
+ *                                                prints "p50_us p99_us p999_us"
+ *   sockbench stream ADDR PORT SRC SIZE BYTES    send BYTES in SIZE-byte writes,
+ *                                                wait for the server's 1-byte ack:
+ *                                                prints "MB/s"
+ *   sockbench connect ADDR PORT SRC 1 COUNT      COUNT connections one after the
+ *                                                other, each until its first byte
+ *                                                came back: prints "p50_us conns/s"
+ *   sockbench hold ADDR PORT SRC 1 COUNT         hold COUNT connections open at once:
+ *                                                prints "rss_kb_per_conn registered_per_conn"
+ *                                                (registered memory from librsock's
+ *                                                counters when it is preloaded, else 0)
  *
- * The first 16 bytes the client sends say what to do: "P" + size (ping-pong)
- * or "S" + size + total (stream). Only the standard socket API is used. */
+ * The first 16 bytes the client sends on a connection say what to do: "P" +
+ * size (ping-pong), "S" + size + total (stream), "C" (answer one byte and
+ * close), "H" (answer one byte, keep the connection until the client closes
+ * it). Only the standard socket API is used (and dlsym for the counters). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <errno.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <rsock/rsock.h>
+
+static const char *role = "client";
+
 static void die(const char *what)
 {
-	perror(what);
+	fprintf(stderr, "sockbench %s (pid %d): %s: %s\n", role, (int)getpid(), what, strerror(errno));
 	exit(1);
 }
 
@@ -66,31 +85,55 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void serve(const char *ip, int port)
+/* Resident set size of this process, KiB. */
+static long rss_kb(void)
 {
-	struct sockaddr_in a = addr(ip, port);
-	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0), fd;
+	FILE *f = fopen("/proc/self/statm", "r");
+	long pages = 0, res = 0;
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+			res = 0;
+		fclose(f);
+	}
+	return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Memory librsock has registered now (0 without librsock). Its public API,
+ * looked up at run time: the program stays a plain TCP program. */
+static double registered_bytes(void)
+{
+	struct rsock_stats st;
+	int (*get)(struct rsock_stats *, size_t) =
+		(int (*)(struct rsock_stats *, size_t))dlsym(RTLD_DEFAULT, "rsock_stats_get");
+
+	if (!get || get(&st, sizeof(st)))
+		return 0;
+	return (double)st.registered_bytes;
+}
+
+struct job {
+	int fd;
 	uint64_t hdr[2];
+};
+
+static void *serve_one(void *arg)
+{
+	struct job *j = arg;
+	int fd = j->fd;
+	uint64_t size = j->hdr[0] >> 8, total = j->hdr[1];
 	char *buf;
 
-	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 4))
-		die("listen");
-	if ((fd = accept(l, NULL, NULL)) < 0)
-		die("accept");
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	full(fd, hdr, sizeof(hdr), 1);
-	uint64_t size = hdr[0] >> 8, total = hdr[1];
 	if (!size || size > (64u << 20))
 		exit(2);
 	buf = malloc(size);
-	if ((hdr[0] & 0xff) == 'P') {
+	if ((j->hdr[0] & 0xff) == 'P') {
 		for (;;) {
 			size_t d = 0;
 			while (d < size) {
 				ssize_t r = read(fd, buf + d, size - d);
 				if (r == 0)
-					exit(0);
+					goto out;
 				if (r < 0)
 					die("read");
 				d += (size_t)r;
@@ -105,7 +148,55 @@ static void serve(const char *ip, int port)
 		got += (uint64_t)r;
 	}
 	full(fd, "k", 1, 0);
+out:
 	close(fd);
+	free(buf);
+	free(j);
+	return NULL;
+}
+
+static void serve(const char *ip, int port, long conns)
+{
+	struct sockaddr_in a = addr(ip, port);
+	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
+	pthread_t *th = calloc((size_t)conns, sizeof(*th));
+	int *held = calloc((size_t)conns, sizeof(int));
+	long nth = 0, nheld = 0;
+
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1024))
+		die("listen");
+	for (long i = 0; i < conns; i++) {
+		struct job *j = calloc(1, sizeof(*j));
+		if ((j->fd = accept(l, NULL, NULL)) < 0)
+			die("accept");
+		setsockopt(j->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		full(j->fd, j->hdr, sizeof(j->hdr), 1);
+		switch (j->hdr[0] & 0xff) {
+		case 'C':
+			full(j->fd, "c", 1, 0);
+			close(j->fd);
+			free(j);
+			break;
+		case 'H':
+			full(j->fd, "h", 1, 0);
+			held[nheld++] = j->fd;
+			free(j);
+			break;
+		default:
+			if (pthread_create(&th[nth], NULL, serve_one, j))
+				die("pthread_create");
+			nth++;
+		}
+	}
+	for (long i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	for (long i = 0; i < nheld; i++) {
+		char c;
+		while (read(held[i], &c, 1) > 0)
+			;
+		close(held[i]);
+	}
 	exit(0);
 }
 
@@ -123,23 +214,65 @@ static int dial(const char *ip, int port, const char *src)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "server")) {
-		serve(argv[2], atoi(argv[3]));
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "server")) {
+		role = "server";
+		serve(argv[2], atoi(argv[3]), argc == 5 ? atol(argv[4]) : 1);
 		return 0;
 	}
 	if (argc != 7) {
 		fprintf(stderr, "usage: see the head of bench/sockbench.c\n");
 		return 2;
 	}
-	int fd = dial(argv[2], atoi(argv[3]), argv[4]);
+	const char *ip = argv[2], *src = argv[4];
+	int port = atoi(argv[3]);
 	uint64_t size = strtoull(argv[5], NULL, 0), n = strtoull(argv[6], NULL, 0);
-	char *buf = calloc(1, size);
-	uint64_t hdr[2];
+	char *buf = calloc(1, size ? size : 1);
+	uint64_t hdr[2] = {0, 0};
+
+	if (!strcmp(argv[1], "connect")) {
+		double *lat = calloc(n, sizeof(double)), t0 = now_us();
+		hdr[0] = 1 << 8 | 'C';
+		for (uint64_t i = 0; i < n; i++) {
+			double t = now_us();
+			int fd = dial(ip, port, src);
+			full(fd, hdr, sizeof(hdr), 0);
+			full(fd, buf, 1, 1);
+			lat[i] = now_us() - t;
+			close(fd);
+		}
+		double total = now_us() - t0;
+		qsort(lat, n, sizeof(double), cmp);
+		printf("%.1f %.1f\n", lat[n / 2], n / (total / 1e6));
+		return 0;
+	}
+	if (!strcmp(argv[1], "hold")) {
+		int *fds = calloc(n, sizeof(int));
+		long before = rss_kb();
+		double reg0 = registered_bytes();
+		struct rlimit rl;
+		/* a descriptor per connection (and librsock's own per RDMA stream) */
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+		hdr[0] = 1 << 8 | 'H';
+		for (uint64_t i = 0; i < n; i++) {
+			fds[i] = dial(ip, port, src);
+			full(fds[i], hdr, sizeof(hdr), 0);
+			full(fds[i], buf, 1, 1);
+		}
+		printf("%.1f %.0f\n", (double)(rss_kb() - before) / (double)n,
+		       (registered_bytes() - reg0) / (double)n);
+		fflush(stdout);
+		for (uint64_t i = 0; i < n; i++)
+			close(fds[i]);
+		return 0;
+	}
+	int fd = dial(ip, port, src);
 
 	if (!strcmp(argv[1], "pingpong")) {
 		double *lat = calloc(n, sizeof(double));
 		hdr[0] = size << 8 | 'P';
-		hdr[1] = 0;
 		full(fd, hdr, sizeof(hdr), 0);
 		for (uint64_t i = 0; i < n + n / 10; i++) { /* the first tenth warms up */
 			double t = now_us();

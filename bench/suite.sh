@@ -1,0 +1,327 @@
+#!/usr/bin/env bash
+# suite.sh - the benchmark suite (a benchmark, not a test): kernel TCP,
+# rsocket's preload library (librspreload.so from Debian's librdmacm1),
+# librsock and raw verbs (perftest over rdma_cm; bench/cmconnect.c for a bare
+# rdma_cm connect) in one run between the two RDMA addresses, median of RUNS
+# runs each:
+#   - ping-pong latency p50/p99/p99.9, 16 B .. 64 KiB (bench/sockbench.c;
+#     ib_write_lat and ib_send_lat, whose one-way figures are doubled);
+#   - streaming throughput, 1 KiB .. 1 MiB writes (2,000 writes, at most
+#     STREAM_MB), 1 and 4 parallel streams (ib_write_bw, MiB/s converted to
+#     MB/s);
+#   - connection set-up time and connections per second;
+#   - CPU: user-space instructions per round trip on the client (callgrind,
+#     the difference between two run lengths, busy-polling off);
+#   - memory: RSS and registered bytes per connection with HOLD connections
+#     held open at once.
+# Output: bench/results/suite-latest.md (tables with ratios and the issue's
+# targets), suite-lat.dat, suite-bw.dat and two PNG plots (gnuplot), written
+# on the host.
+#
+# Usage: bench/suite.sh     (builds first; runs in the soft-RoCE guest unless
+#                            RSOCK_TEST_ADDR_A/B name two addresses of a host
+#                            that has an RDMA device)
+# Environment: RUNS (3), PP_COUNT (1000), STREAM_MB (40), CONN_COUNT (100),
+#              HOLD (1000), CPU_MSGS (400), QUICK=1 (fewer sizes, one run).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+if [ "${RSOCK_BENCH_INNER:-}" != 1 ]; then
+	scripts/setup.sh >&2
+	command -v gnuplot >/dev/null || { apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends gnuplot-nox >&2; } || true
+	mkdir -p build/bench bench/results
+	cc -O2 -g -Wall -Iinclude -o build/bench/sockbench bench/sockbench.c -ldl -lpthread
+	cc -O2 -g -Wall -o build/bench/cmconnect bench/cmconnect.c -lrdmacm -libverbs
+	vars=(RSOCK_BENCH_INNER=1)
+	for v in RUNS PP_COUNT STREAM_MB CONN_COUNT HOLD CPU_MSGS QUICK PATHS; do
+		[ -n "${!v:-}" ] && vars+=("$v=${!v}")
+	done
+	raw=$(mktemp)
+	if [ -n "${RSOCK_TEST_ADDR_A:-}" ] && ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
+		env "${vars[@]}" "$0" >"$raw"
+	else
+		RSOCK_VM_TIMEOUT=${RSOCK_VM_TIMEOUT:-5400} test/vm/vm-run env "${vars[@]}" "$0" >"$raw"
+	fi
+	# The inner run prints files between "@@file NAME" lines.
+	awk -v d=bench/results '/^@@file / { f = d "/" $2; printf "" > f; next } f { print >> f }' "$raw"
+	rm -f "$raw"
+	if command -v gnuplot >/dev/null; then
+		gnuplot bench/plot.gp && echo "bench: plots in bench/results/suite-*.png" >&2
+	fi
+	cat bench/results/suite-latest.md
+	exit 0
+fi
+
+A=${RSOCK_TEST_ADDR_A:?} B=${RSOCK_TEST_ADDR_B:?}
+RUNS=${RUNS:-3} PP_COUNT=${PP_COUNT:-1000} STREAM_MB=${STREAM_MB:-40}
+CONN_COUNT=${CONN_COUNT:-100} HOLD=${HOLD:-1000} CPU_MSGS=${CPU_MSGS:-400}
+LAT_SIZES="16 64 256 1024 4096 16384 65536"
+BW_SIZES="1024 4096 16384 65536 262144 1048576"
+if [ "${QUICK:-}" = 1 ]; then
+	RUNS=1 LAT_SIZES="16 64 1024 4096 65536" BW_SIZES="16384 65536 1048576" HOLD=200 CONN_COUNT=30
+fi
+SB=$top/build/bench/sockbench
+CMC=$top/build/bench/cmconnect
+LIBRSOCK=$top/build/.libs/librsock.so
+RSPRELOAD=$(ls /usr/lib/*/rsocket/librspreload.so 2>/dev/null | head -n 1)
+PATHS=${PATHS:-tcp rsocket librsock}
+port=$((30000 + RANDOM % 20000))
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+ulimit -l unlimited 2>/dev/null || true
+log() { echo "bench: $*" >&2; }
+
+# rdma_dev_of and wait_for_rdma_listen: the RDMA suite's helpers
+BATS_TEST_DIRNAME=$top/test/rdma
+# shellcheck source=test/rdma/helpers.bash
+. "$top/test/rdma/helpers.bash"
+DEV_A=$(rdma_dev_of "$A") DEV_B=$(rdma_dev_of "$B")
+
+preload_of() {
+	case $1 in
+	tcp) echo "" ;;
+	rsocket) echo "$RSPRELOAD" ;;
+	librsock) echo "$LIBRSOCK" ;;
+	esac
+}
+
+wait_port() {
+	for _ in $(seq 150); do
+		ss -ltn 2>/dev/null | grep -q ":$1 " && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+wait_cm_listen() { wait_for_rdma_listen "$1" 30 2>/dev/null; }
+
+# rsocket's listener is an rdma_cm one, the others a kernel socket
+wait_listen() {
+	if [ "$1" = rsocket ]; then wait_cm_listen "$2"; else wait_port "$2"; fi
+}
+
+# sb PATH CONNS MODE SIZE N [PARALLEL]: one server, PARALLEL (default 1)
+# clients at once; prints each client's line
+sb() {
+	local path=$1 conns=$2 mode=$3 size=$4 n=$5 par=${6:-1} pre srv pids=() i
+	pre=$(preload_of "$path")
+	if [ "$path" = rsocket ] && [ -z "$pre" ]; then
+		echo failed
+		return
+	fi
+	port=$((port + 1))
+	env ${pre:+LD_PRELOAD=$pre} timeout 120 "$SB" server "$B" "$port" "$conns" >/dev/null 2>&1 &
+	srv=$!
+	wait_listen "$path" "$port" || { echo failed; kill "$srv" 2>/dev/null; return; }
+	for i in $(seq "$par"); do
+		env ${pre:+LD_PRELOAD=$pre} timeout 90 "$SB" "$mode" "$B" "$port" "$A" "$size" "$n" \
+			>"/tmp/sb.$i" 2>/dev/null &
+		pids+=($!)
+	done
+	for i in $(seq "$par"); do
+		wait "${pids[$((i - 1))]}" || echo failed >"/tmp/sb.$i"
+		cat "/tmp/sb.$i"
+	done
+	# a server whose client failed would wait for connections that never come
+	for _ in $(seq 200); do
+		kill -0 "$srv" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill "$srv" 2>/dev/null || true
+	wait "$srv" 2>/dev/null || true
+}
+
+# the median line of stdin (by the first column), "failed" if none
+median() {
+	{ grep -v -e failed -e '^$' || true; } | sort -g -k1,1 |
+		awk '{ l[NR] = $0 } END { print (NR ? l[int((NR + 1) / 2)] : "failed") }'
+}
+sum() { awk '$1 + 0 > 0 { s += $1; n++ } END { if (n) printf "%.1f\n", s; else print "failed" }'; }
+
+# perftest PROG SIZE EXTRA...: server on A, client on B; prints the output
+perftest() {
+	local prog=$1 size=$2 out try
+	shift 2
+	for try in 1 2 3; do
+		port=$((port + 1))
+		timeout 120 "$prog" -R -F -d "$DEV_A" -s "$size" -p "$port" "$@" >/dev/null 2>&1 &
+		wait_cm_listen "$port"
+		out=$(timeout 120 "$prog" -R -F -d "$DEV_B" -s "$size" -p "$port" "$@" --source_ip "$B" "$A" 2>&1 || true)
+		wait 2>/dev/null || true
+		# perftest calibrates its cycle counter against the clock; under a
+		# loaded TCG guest that can fail and every figure is "inf": retry
+		grep -q inf <<<"$out" || break
+	done
+	echo "$out"
+}
+# one-way t_typical, p99, p99.9 -> round-trip figures
+lat_raw() {
+	perftest "$1" "$2" -n "$PP_COUNT" |
+		awk -v s="$2" '$1 == s && $5 ~ /^[0-9.]+$/ { printf "%.1f %.1f %.1f\n", 2 * $5, 2 * $8, 2 * $9 }'
+}
+bw_raw() {
+	perftest ib_write_bw "$1" -n 200 |
+		awk -v s="$1" '$1 == s && $4 ~ /^[0-9.]+$/ { printf "%.1f\n", $4 * 1.048576 }'
+}
+
+declare -A LAT BW BW4 CONN HOLDR CPU
+# ---- latency ---------------------------------------------------------------
+for size in $LAT_SIZES; do
+	for path in $PATHS; do
+		LAT[$path,$size]=$(for _ in $(seq "$RUNS"); do sb "$path" 1 pingpong "$size" "$PP_COUNT"; done | median)
+	done
+	for prog in ib_write_lat ib_send_lat; do
+		LAT[$prog,$size]=$(for _ in $(seq "$RUNS"); do lat_raw "$prog" "$size"; done | median)
+	done
+	log "latency $size B: tcp ${LAT[tcp,$size]} rsocket ${LAT[rsocket,$size]} librsock ${LAT[librsock,$size]} write_lat ${LAT[ib_write_lat,$size]}"
+done
+# ---- throughput ------------------------------------------------------------
+for size in $BW_SIZES; do
+	# 2,000 writes, at most STREAM_MB (small writes are slow on a TCG guest)
+	bytes=$((size * 2000))
+	[ "$bytes" -le $((STREAM_MB * 1000000)) ] || bytes=$((STREAM_MB * 1000000))
+	for path in $PATHS; do
+		BW[$path,$size]=$(for _ in $(seq "$RUNS"); do sb "$path" 1 stream "$size" "$bytes"; done | median)
+		BW4[$path,$size]=$(for _ in $(seq "$RUNS"); do sb "$path" 4 stream "$size" $((bytes / 4)) 4 | sum; done | median)
+	done
+	BW[raw,$size]=$(for _ in $(seq "$RUNS"); do bw_raw "$size"; done | median)
+	log "stream $size B: tcp ${BW[tcp,$size]} rsocket ${BW[rsocket,$size]} librsock ${BW[librsock,$size]} (x4 ${BW4[librsock,$size]}) write_bw ${BW[raw,$size]}"
+done
+# ---- connection set-up -----------------------------------------------------
+for path in $PATHS; do
+	CONN[$path]=$(for _ in $(seq "$RUNS"); do sb "$path" "$CONN_COUNT" connect 1 "$CONN_COUNT"; done | median)
+done
+CONN[rdma_cm]=$(for _ in $(seq "$RUNS"); do
+	port=$((port + 1))
+	timeout 120 "$CMC" server "$B" "$port" "$CONN_COUNT" >/dev/null 2>&1 &
+	sleep 0.5
+	timeout 120 "$CMC" client "$B" "$port" "$A" "$CONN_COUNT" 2>/dev/null || echo failed
+	wait 2>/dev/null || true
+done | median)
+log "connect: tcp ${CONN[tcp]} rsocket ${CONN[rsocket]} librsock ${CONN[librsock]} rdma_cm ${CONN[rdma_cm]}"
+# ---- memory: HOLD connections at once --------------------------------------
+for path in $PATHS; do
+	HOLDR[$path]=$(sb "$path" "$HOLD" hold 1 "$HOLD" | median)
+	log "hold $HOLD: $path ${HOLDR[$path]}"
+done
+# ---- CPU: instructions per round trip (client, user space) -----------------
+if command -v valgrind >/dev/null && [ "$CPU_MSGS" -gt 0 ]; then
+	mkdir -p /etc/rdma/rsocket 2>/dev/null && echo 0 >/etc/rdma/rsocket/polling_time 2>/dev/null || true
+	# no busy-polling; RDMA or nothing (valgrind is slow: generous hand-shake time)
+	CPU_ENV="RSOCK_POLL_US=0 RSOCK_MODE=rdma RSOCK_HANDSHAKE_MS=30000 RSOCK_PROBE_MS=30000"
+	ir() { # PATH N: the client's total instruction count for N 64 B round trips
+		local pre out
+		pre=$(preload_of "$1")
+		port=$((port + 1))
+		env ${pre:+LD_PRELOAD=$pre} $CPU_ENV timeout 900 "$SB" server "$B" "$port" >/dev/null 2>&1 &
+		wait_listen "$1" "$port" || { echo failed; return; }
+		out=$(env ${pre:+LD_PRELOAD=$pre} $CPU_ENV timeout 900 valgrind --tool=callgrind \
+			--callgrind-out-file=/dev/null "$SB" pingpong "$B" "$port" "$A" 64 "$2" 2>&1 >/dev/null || true)
+		wait 2>/dev/null || true
+		awk '/Collected :/ { print $NF }' <<<"$out" | tail -n 1
+	}
+	for path in $PATHS; do
+		a=$(ir "$path" "$CPU_MSGS") b=$(ir "$path" $((2 * CPU_MSGS)))
+		# pingpong runs n + n/10 round trips
+		CPU[$path]=$(awk -v a="$a" -v b="$b" -v n="$CPU_MSGS" \
+			'BEGIN { if (a + 0 > 0 && b + 0 > a) printf "%.0f", (b - a) / (n * 1.1); else print "failed" }')
+		log "cpu: $path ${CPU[$path]} instructions per round trip"
+	done
+fi
+
+# ---- report ----------------------------------------------------------------
+c() { awk -v c="$2" '{ print ($1 == "failed" ? "-" : $c) }' <<<"$1"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
+verdict() { awk -v v="$1" -v op="$2" -v lim="$3" 'BEGIN {
+	if (v == "-" || v == "") { print "not measured"; exit }
+	ok = (op == "<=") ? (v + 0 <= lim + 0) : (v + 0 >= lim + 0)
+	print (ok ? "met" : "not met") }'; }
+
+echo "@@file suite-lat.dat"
+echo "# size tcp_p50 rsocket_p50 librsock_p50 ib_write_lat_rtt ib_send_lat_rtt"
+for size in $LAT_SIZES; do
+	echo "$size $(c "${LAT[tcp,$size]}" 1) $(c "${LAT[rsocket,$size]}" 1) $(c "${LAT[librsock,$size]}" 1) $(c "${LAT[ib_write_lat,$size]}" 1) $(c "${LAT[ib_send_lat,$size]}" 1)"
+done
+echo "@@file suite-bw.dat"
+echo "# size tcp rsocket librsock tcp_x4 rsocket_x4 librsock_x4 ib_write_bw"
+for size in $BW_SIZES; do
+	echo "$size $(c "${BW[tcp,$size]}" 1) $(c "${BW[rsocket,$size]}" 1) $(c "${BW[librsock,$size]}" 1) $(c "${BW4[tcp,$size]}" 1) $(c "${BW4[rsocket,$size]}" 1) $(c "${BW4[librsock,$size]}" 1) $(c "${BW[raw,$size]}" 1)"
+done
+echo "@@file suite-latest.md"
+echo "### Benchmark suite: kernel TCP, rsocket, librsock, raw verbs ($(date -u +%Y-%m-%d), $(uname -r), ${RUNS} run(s), median)"
+echo
+echo "Where: $( [ "${RSOCK_IN_VM:-0}" = 1 ] && echo "the soft-RoCE guest (TCG, two rxe devices over a veth pair): figures compare only within this run" || echo "$(uname -n)")."
+echo "Raw verbs: perftest over rdma_cm; ib_*_lat report one-way latency, doubled here to compare with a round trip."
+echo
+echo "#### Ping-pong round trip, µs (p50 / p99 / p99.9)"
+echo
+echo "| size | kernel TCP | rsocket | librsock | ib_write_lat ×2 | ib_send_lat ×2 | librsock p50 vs TCP | vs ib_write_lat |"
+echo "|---:|---|---|---|---|---|---:|---:|"
+for size in $LAT_SIZES; do
+	row="| $size"
+	for k in tcp rsocket librsock ib_write_lat ib_send_lat; do
+		v=${LAT[$k,$size]}
+		row+=" | $(c "$v" 1) / $(c "$v" 2) / $(c "$v" 3)"
+	done
+	echo "$row | $(ratio "$(c "${LAT[librsock,$size]}" 1)" "$(c "${LAT[tcp,$size]}" 1)") | $(ratio "$(c "${LAT[librsock,$size]}" 1)" "$(c "${LAT[ib_write_lat,$size]}" 1)") |"
+done
+echo
+echo "#### Streaming throughput, MB/s (1 stream; 4 parallel streams summed)"
+echo
+echo "| write size | kernel TCP | rsocket | librsock | TCP ×4 | rsocket ×4 | librsock ×4 | ib_write_bw | librsock vs TCP | vs ib_write_bw |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for size in $BW_SIZES; do
+	echo "| $size | $(c "${BW[tcp,$size]}" 1) | $(c "${BW[rsocket,$size]}" 1) | $(c "${BW[librsock,$size]}" 1) | $(c "${BW4[tcp,$size]}" 1) | $(c "${BW4[rsocket,$size]}" 1) | $(c "${BW4[librsock,$size]}" 1) | $(c "${BW[raw,$size]}" 1) | $(ratio "$(c "${BW[librsock,$size]}" 1)" "$(c "${BW[tcp,$size]}" 1)") | $(ratio "$(c "${BW[librsock,$size]}" 1)" "$(c "${BW[raw,$size]}" 1)") |"
+done
+echo
+echo "#### Connection set-up ($CONN_COUNT connections one after the other, each until its first byte came back)"
+echo
+echo "| path | p50 µs | connections/s | vs bare rdma_cm |"
+echo "|---|---:|---:|---:|"
+for k in tcp rsocket librsock rdma_cm; do
+	echo "| $k | $(c "${CONN[$k]}" 1) | $(c "${CONN[$k]}" 2) | $(ratio "$(c "${CONN[$k]}" 1)" "$(c "${CONN[rdma_cm]}" 1)") |"
+done
+echo
+echo "#### Memory with $HOLD connections held open at once (client side, per connection)"
+echo
+echo "| path | RSS KiB | registered bytes |"
+echo "|---|---:|---:|"
+for k in $PATHS; do
+	echo "| $k | $(c "${HOLDR[$k]}" 1) | $(c "${HOLDR[$k]}" 2) |"
+done
+if [ "${#CPU[@]}" -gt 0 ]; then
+	echo
+	echo "#### CPU: user-space instructions per 64 B round trip on the client (callgrind, busy-polling off)"
+	echo
+	echo "| path | instructions | vs rsocket |"
+	echo "|---|---:|---:|"
+	for k in $PATHS; do
+		echo "| $k | ${CPU[$k]} | $(ratio "${CPU[$k]}" "${CPU[rsocket]}") |"
+	done
+	echo
+	echo "Kernel TCP's cost is in the kernel, which callgrind does not see."
+fi
+l64=$(c "${LAT[librsock,64]:-failed}" 1) t64=$(c "${LAT[tcp,64]:-failed}" 1) w64=$(c "${LAT[ib_write_lat,64]:-failed}" 1)
+s64=$(c "${BW[librsock,65536]:-failed}" 1) st64=$(c "${BW[tcp,65536]:-failed}" 1) r64=$(c "${BW[raw,65536]:-failed}" 1)
+better=1
+for size in $LAT_SIZES; do
+	a=$(c "${LAT[librsock,$size]}" 1) b=$(c "${LAT[rsocket,$size]}" 1)
+	awk -v a="$a" -v b="$b" 'BEGIN { exit !(a != "-" && (b == "-" || a + 0 < b + 0)) }' || better=0
+done
+for size in $BW_SIZES; do
+	a=$(c "${BW[librsock,$size]}" 1) b=$(c "${BW[rsocket,$size]}" 1)
+	awk -v a="$a" -v b="$b" 'BEGIN { exit !(a != "-" && (b == "-" || a + 0 > b + 0)) }' || better=0
+done
+echo
+echo "#### The targets (issue 6), this run"
+echo
+echo "| target | measured | |"
+echo "|---|---:|---|"
+echo "| 64 B p50 ≤ 1.5× ib_write_lat (round trip) | $(ratio "$l64" "$w64")× | $(verdict "$(ratio "$l64" "$w64")" '<=' 1.5) |"
+echo "| 64 B p50 ≤ 0.25× kernel TCP | $(ratio "$l64" "$t64")× | $(verdict "$(ratio "$l64" "$t64")" '<=' 0.25) |"
+echo "| 64 KiB stream ≥ 0.9× ib_write_bw | $(ratio "$s64" "$r64")× | $(verdict "$(ratio "$s64" "$r64")" '>=' 0.9) |"
+echo "| 64 KiB stream ≥ 1.5× kernel TCP | $(ratio "$s64" "$st64")× | $(verdict "$(ratio "$s64" "$st64")" '>=' 1.5) |"
+echo "| better than rsocket at every size (p50, one stream) | $([ $better = 1 ] && echo yes || echo no) | $([ $better = 1 ] && echo met || echo not met) |"
+echo "| set-up ≤ 2× bare rdma_cm connect | $(ratio "$(c "${CONN[librsock]}" 1)" "$(c "${CONN[rdma_cm]}" 1)")× | $(verdict "$(ratio "$(c "${CONN[librsock]}" 1)" "$(c "${CONN[rdma_cm]}" 1)")" '<=' 2) |"
+echo "| ≤ 512 KiB registered per connection, $HOLD held | $(c "${HOLDR[librsock]}" 2) B | $(verdict "$(c "${HOLDR[librsock]}" 2)" '<=' 524288) |"
+echo
+echo "Plots: suite-lat.png (p50 round trip by size), suite-bw.png (one stream by write size)."
