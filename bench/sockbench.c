@@ -143,7 +143,12 @@ static void *serve_one(void *arg)
 	}
 	for (uint64_t got = 0; got < total;) {
 		ssize_t r = read(fd, buf, size);
-		if (r <= 0)
+		if (r == 0) {
+			fprintf(stderr, "sockbench server: EOF after %llu of %llu bytes\n",
+				(unsigned long long)got, (unsigned long long)total);
+			exit(1);
+		}
+		if (r < 0)
 			die("read");
 		got += (uint64_t)r;
 	}
