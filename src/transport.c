@@ -207,9 +207,14 @@ static void handle_recv(struct tp *t, uint32_t imm)
 	}
 	switch (type) {
 	case PROTO_IMM_DATA:
-		if (ring_produce(&t->rx, v))
+		/* More data messages outstanding than the sender may have is a
+		 * protocol violation, like a write beyond the credit. */
+		if (t->rx_msg_count >= TP_MAX_DATA_MSGS || ring_produce(&t->rx, v)) {
 			t->err = -EPROTO;
-		t->rx_msgs_unacked++;
+			break;
+		}
+		t->rx_msg_end[(t->rx_msg_head + t->rx_msg_count++) % RSOCK_ARRAY_SIZE(t->rx_msg_end)] =
+			t->rx.tail;
 		break;
 	case PROTO_IMM_CREDIT:
 		if (ring_remote_ack(&t->peer, v)) {
@@ -421,20 +426,38 @@ static int arm(struct tp *t)
 	return 0;
 }
 
-/* Return consumed bytes to the peer. Caller holds the lock. */
+/* Count the received data messages now fully read. */
+static void rx_msgs_read(struct tp *t)
+{
+	const unsigned cap = RSOCK_ARRAY_SIZE(t->rx_msg_end);
+
+	while (t->rx_msg_read < t->rx_msg_count &&
+	       t->rx_msg_end[(t->rx_msg_head + t->rx_msg_read) % cap] <= t->rx.head)
+		t->rx_msg_read++;
+}
+
+/* Return consumed bytes to the peer. Caller holds the lock. The credit
+ * covers everything read (up to rx.head), so it frees at the sender exactly
+ * the messages fully read, never the ones merely received. */
 static void send_credit(struct tp *t)
 {
 	if (!t->rx_unacked || t->err || t->sq_busy >= TP_SQ_DEPTH)
 		return;
+	rx_msgs_read(t);
 	if (post_write(t, NULL, 0, proto_imm_encode(PROTO_IMM_CREDIT, (uint32_t)t->rx_unacked), 0) == 0) {
 		t->rx_unacked = 0;
-		t->rx_msgs_unacked = 0;
+		t->rx_msg_head = (t->rx_msg_head + t->rx_msg_read) % RSOCK_ARRAY_SIZE(t->rx_msg_end);
+		t->rx_msg_count -= t->rx_msg_read;
+		t->rx_msg_read = 0;
 	}
 }
 
+/* After a read: credit once a quarter of the ring or half the sender's
+ * message allowance has been read (doc/design.md section 9). */
 static void maybe_credit(struct tp *t)
 {
-	if (t->rx_unacked >= t->rx.size / 4 || t->rx_msgs_unacked >= TP_MAX_DATA_MSGS / 2)
+	rx_msgs_read(t);
+	if (t->rx_unacked >= t->rx.size / 4 || t->rx_msg_read >= TP_MAX_DATA_MSGS / 2)
 		send_credit(t);
 }
 

@@ -95,7 +95,12 @@ struct tp {
 	} sig[TP_SQ_DEPTH];          /* signalled WRs in flight, in posting order */
 	unsigned sig_head, sig_count;
 	uint64_t rx_unacked;         /* consumed bytes not yet credited to the peer */
-	unsigned rx_msgs_unacked;
+	/* Ends (rx positions) of the data messages received and not yet
+	 * credited, oldest first: the sender holds one of its
+	 * TP_MAX_DATA_MSGS slots for each until a credit covers its end.
+	 * rx_msg_read of them (from the oldest) are fully read. */
+	uint64_t rx_msg_end[TP_MAX_DATA_MSGS + 1];
+	unsigned rx_msg_head, rx_msg_count, rx_msg_read;
 
 	int tcp_fd;                  /* the control connection: our own duplicate */
 	pid_t owner;                 /* the process whose verbs objects these are */

@@ -141,6 +141,19 @@ static inline ssize_t read_full(int fd, void *b, size_t n)
 	return (ssize_t)got;
 }
 
+static inline ssize_t write_full(int fd, const void *b, size_t n)
+{
+	size_t put = 0;
+
+	while (put < n) {
+		ssize_t r = write(fd, (const char *)b + put, n - put);
+		if (r <= 0)
+			return r < 0 ? r : (ssize_t)put;
+		put += (size_t)r;
+	}
+	return (ssize_t)put;
+}
+
 static inline uint32_t fnv(uint32_t h, const uint8_t *p, size_t n)
 {
 	while (n--)

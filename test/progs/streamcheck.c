@@ -198,6 +198,22 @@ static void server(int lfd)
 	fd = take(lfd);
 	close(fd);
 	sig(s2c);
+
+	/* 10: a late reader of many small writes: they all arrive before the
+	 * first read, then are read in pieces (credits must follow what is
+	 * read, not what arrived: this once stalled after 64 KiB) */
+	fd = take(lfd);
+	usleep(300000);
+	{
+		size_t total = 0;
+		uint32_t h = 2166136261u;
+		while ((r = read(fd, b, 200)) > 0) {
+			h = fnv(h, (uint8_t *)b, (size_t)r);
+			total += (size_t)r;
+		}
+		say("S late reader total %zu hash %08x end %zd", total, h, r);
+	}
+	close(fd);
 }
 
 /* ---- client side ---- */
@@ -318,6 +334,21 @@ static void client(void)
 	say("C send to closed peer %s", en(e));
 	r = read(fd, b, 1);
 	say("C read closed peer %zd %s", r, en(r < 0 ? errno : 0));
+	close(fd);
+
+	/* 10 */
+	fd = dial();
+	{
+		uint8_t m[1024];
+		size_t sent = 0;
+		for (int i = 0; i < 300; i++) {
+			fill(m, sizeof(m), (uint32_t)i);
+			if (write_full(fd, m, sizeof(m)) != (ssize_t)sizeof(m))
+				break;
+			sent += sizeof(m);
+		}
+		say("C small writes sent %zu", sent);
+	}
 	close(fd);
 }
 
