@@ -116,6 +116,44 @@ static socklen_t sa_len(const struct sockaddr *sa)
 	return sa->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
 }
 
+/* An IPv4-mapped IPv6 address (an AF_INET6 socket talking IPv4: a dual-stack
+ * [::] listener's IPv4 clients, a client dialling ::ffff:a.b.c.d) becomes
+ * the AF_INET address it stands for, port kept: rdma_cm binds, resolves and
+ * listens on IPv4 addresses, not on their mapped form, and the probe and the
+ * tuple table speak AF_INET for IPv4 whatever the socket's family. */
+static void sa_unmap(struct sockaddr_storage *ss)
+{
+	const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+	struct sockaddr_in v4;
+
+	if (ss->ss_family != AF_INET6 || !IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+		return;
+	memset(&v4, 0, sizeof(v4));
+	v4.sin_family = AF_INET;
+	v4.sin_port = s6->sin6_port;
+	memcpy(&v4.sin_addr, &s6->sin6_addr.s6_addr[12], 4);
+	memset(ss, 0, sizeof(*ss));
+	memcpy(ss, &v4, sizeof(v4));
+}
+
+/* The other way, for a socket of family `family`: an AF_INET address given
+ * to an AF_INET6 socket becomes ::ffff:a.b.c.d. */
+static void sa_map_for(int family, struct sockaddr_storage *ss)
+{
+	struct sockaddr_in v4;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+
+	if (family != AF_INET6 || ss->ss_family != AF_INET)
+		return;
+	memcpy(&v4, ss, sizeof(v4));
+	memset(ss, 0, sizeof(*ss));
+	s6->sin6_family = AF_INET6;
+	s6->sin6_port = v4.sin_port;
+	s6->sin6_addr.s6_addr[10] = 0xff;
+	s6->sin6_addr.s6_addr[11] = 0xff;
+	memcpy(&s6->sin6_addr.s6_addr[12], &v4.sin_addr, 4);
+}
+
 /* The source address the kernel would use to reach peer (no packet sent). */
 static int route_source(const struct sockaddr *peer, struct sockaddr_storage *src)
 {
@@ -972,13 +1010,15 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 	if ((addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || len < sa_len(addr) ||
 	    sa_is_loopback(addr))
 		return 0;
-	if (neg_lookup(addr)) {
-		*why = RSOCK_FB_PEER;
-		return 0;
-	}
 	if (!(c = calloc(1, sizeof(*c))))
 		return (*why = RSOCK_FB_RESOURCES, 0);
 	memcpy(&c->peer, addr, sa_len(addr));
+	sa_unmap(&c->peer);
+	addr = (struct sockaddr *)&c->peer; /* AF_INET for IPv4, whatever the socket */
+	if (neg_lookup(addr)) {
+		*why = RSOCK_FB_PEER;
+		goto plain;
+	}
 	if (route_source(addr, &c->local))
 		goto plain;
 	/* The local check: does the route's source address have an RDMA device? */
@@ -1002,11 +1042,11 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		 * that): the port must be known before the SYN, so allocate it
 		 * now, at the address the application chose if it chose one. */
 		int off = 0;
-		const struct sockaddr *at = (struct sockaddr *)&c->local;
-		if (!sa_is_any((struct sockaddr *)&bound))
-			at = (struct sockaddr *)&bound;
+		struct sockaddr_storage at;
+		memcpy(&at, sa_is_any((struct sockaddr *)&bound) ? &c->local : &bound, sizeof(at));
+		sa_map_for(bound.ss_family, &at); /* c->local is AF_INET for IPv4 */
 		rsock_real.setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &off, sizeof(off));
-		if (rsock_real.bind(fd, at, sa_len(at)))
+		if (rsock_real.bind(fd, (struct sockaddr *)&at, sa_len((struct sockaddr *)&at)))
 			goto plain;
 		bl = sizeof(bound);
 		if (rsock_real.getsockname(fd, (struct sockaddr *)&bound, &bl) ||
@@ -1014,6 +1054,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 			goto plain;
 	}
 	memcpy(&c->local, &bound, sizeof(bound));
+	sa_unmap(&c->local);
 	rc = probe(c, sa_port((struct sockaddr *)&bound));
 	if (rc != 1) {
 		log_debug("probe of port %u: %s (%d)", sa_port(addr), rc == 0 ? "plain peer" : "failed", rc);
@@ -1189,6 +1230,7 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 	*out = NULL;
 	if (rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
 		return RSOCK_FB_PROTOCOL;
+	sa_unmap(&local); /* an IPv4 client of a dual-stack listener: IPv4 data listener */
 
 	/* A librsock client: its hello is the first thing on the stream. */
 	deadline = now_ms() + 2 * cm_settings.handshake_ms;

@@ -522,7 +522,7 @@ static void client(void)
 	sig(c2s);
 
 	/* 11: registered before connect(), non-blocking connect */
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	fd = socket(pair_family(), SOCK_STREAM | SOCK_NONBLOCK, 0);
 	ep = epoll_create1(0);
 	add(ep, fd, EPOLLOUT, 11);
 	{

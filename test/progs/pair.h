@@ -8,7 +8,7 @@
  * stream must report that rsock_fd_transport() value (3 = RDMA), else the
  * program fails.
  *
- * usage: PROGRAM SERVER_ADDR CLIENT_ADDR [PORT]
+ * usage: PROGRAM SERVER_ADDR CLIENT_ADDR [PORT]   (IPv4 or IPv6 addresses)
  * A program defines server(lfd) and client() and calls pair_main(). */
 #ifndef RSOCK_TEST_PAIR_H
 #define RSOCK_TEST_PAIR_H
@@ -81,31 +81,67 @@ static inline void check_transport(int fd, const char *who)
 	}
 }
 
-static inline struct sockaddr_in addr_of(const char *ip, int p)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p)};
+/* An IPv4 or IPv6 socket address; the family follows the text. */
+union pair_sa {
+	struct sockaddr sa;
+	struct sockaddr_in in4;
+	struct sockaddr_in6 in6;
+};
 
-	if (inet_pton(AF_INET, ip, &a.sin_addr) != 1) {
+static inline union pair_sa addr_of(const char *ip, int p)
+{
+	union pair_sa a;
+
+	memset(&a, 0, sizeof(a));
+	if (inet_pton(AF_INET, ip, &a.in4.sin_addr) == 1) {
+		a.in4.sin_family = AF_INET;
+		a.in4.sin_port = htons((uint16_t)p);
+	} else if (inet_pton(AF_INET6, ip, &a.in6.sin6_addr) == 1) {
+		a.in6.sin6_family = AF_INET6;
+		a.in6.sin6_port = htons((uint16_t)p);
+	} else {
 		fprintf(stderr, "%s: bad address %s\n", pair_name, ip);
 		exit(2);
 	}
 	return a;
 }
 
+static inline socklen_t addr_len(const union pair_sa *a)
+{
+	return a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : sizeof(a->in4);
+}
+
+/* The family of the test's addresses (the server's). */
+static inline int pair_family(void)
+{
+	return addr_of(srv_addr, 0).sa.sa_family;
+}
+
+/* Whether a and b are the same address and port. */
+static inline int same_addr(const union pair_sa *a, const union pair_sa *b)
+{
+	if (a->sa.sa_family != b->sa.sa_family)
+		return 0;
+	if (a->sa.sa_family == AF_INET6)
+		return a->in6.sin6_port == b->in6.sin6_port &&
+		       !memcmp(&a->in6.sin6_addr, &b->in6.sin6_addr, sizeof(a->in6.sin6_addr));
+	return a->in4.sin_port == b->in4.sin_port && a->in4.sin_addr.s_addr == b->in4.sin_addr.s_addr;
+}
+
 /* Bind fd to the client address and connect it to the server: connect's result. */
 static inline int dial_fd(int fd)
 {
-	struct sockaddr_in me = addr_of(cli_addr, 0), peer = addr_of(srv_addr, port);
+	union pair_sa me = addr_of(cli_addr, 0), peer = addr_of(srv_addr, port);
 
-	if (bind(fd, (struct sockaddr *)&me, sizeof(me)))
+	if (bind(fd, &me.sa, addr_len(&me)))
 		return -1;
-	return connect(fd, (struct sockaddr *)&peer, sizeof(peer));
+	return connect(fd, &peer.sa, addr_len(&peer));
 }
 
 /* A connected client stream (exits on failure). */
 static inline int dial(void)
 {
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd = socket(pair_family(), SOCK_STREAM, 0);
 
 	if (fd < 0 || dial_fd(fd)) {
 		fprintf(stderr, "%s: connect: %s\n", pair_name, strerror(errno));
@@ -166,7 +202,7 @@ static inline uint32_t fnv(uint32_t h, const uint8_t *p, size_t n)
 static inline int pair_main(int argc, char **argv, const char *name, int default_port,
 			    void (*server)(int lfd), void (*client)(void))
 {
-	struct sockaddr_in a;
+	union pair_sa a;
 	int lfd, one = 1, status, cfd;
 	char path[] = "/tmp/pair-XXXXXX", line[512];
 	pid_t pid;
@@ -199,9 +235,9 @@ static inline int pair_main(int argc, char **argv, const char *name, int default
 		_exit(failures ? 1 : 0);
 	}
 	a = addr_of(srv_addr, port);
-	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	lfd = socket(a.sa.sa_family, SOCK_STREAM, 0);
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 64)) {
+	if (bind(lfd, &a.sa, addr_len(&a)) || listen(lfd, 64)) {
 		fprintf(stderr, "%s: listen: %s\n", name, strerror(errno));
 		kill(pid, SIGKILL);
 		return 2;

@@ -86,12 +86,17 @@ static void server(int lfd)
 	r = read_full(fd, b, 4);
 	say("S echo read %zd '%.4s'", r, b);
 	say("S echo write %zd", write(fd, b, 4));
-	struct sockaddr_in pa, la;
+	union pair_sa pa, la, sa = addr_of(srv_addr, port), ca = addr_of(cli_addr, 0);
 	socklen_t pl = sizeof(pa), ll = sizeof(la);
-	getpeername(fd, (struct sockaddr *)&pa, &pl);
-	getsockname(fd, (struct sockaddr *)&la, &ll);
-	say("S names family %d/%d local-is-server %d", pa.sin_family, la.sin_family,
-	    la.sin_addr.s_addr == addr_of(srv_addr, 0).sin_addr.s_addr && ntohs(la.sin_port) == port);
+	getpeername(fd, &pa.sa, &pl);
+	getsockname(fd, &la.sa, &ll);
+	if (ca.sa.sa_family == AF_INET6)
+		ca.in6.sin6_port = pa.in6.sin6_port;
+	else
+		ca.in4.sin_port = pa.in4.sin_port;
+	say("S names same-family %d lengths-ok %d local-is-server %d peer-is-client %d",
+	    pa.sa.sa_family == sa.sa.sa_family && la.sa.sa_family == sa.sa.sa_family,
+	    pl == addr_len(&sa) && ll == addr_len(&sa), same_addr(&la, &sa), same_addr(&pa, &ca));
 	r = read(fd, b, 1);
 	say("S echo eof %zd", r);
 	close(fd);

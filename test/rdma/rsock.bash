@@ -4,6 +4,7 @@
 #
 # Environment (set by test/vm/vm-run in the guest, by the user on an RDMA host):
 #   RSOCK_TEST_ADDR_A, RSOCK_TEST_ADDR_B     two local addresses on RDMA-capable netdevs
+#   RSOCK_TEST_ADDR_A6, RSOCK_TEST_ADDR_B6   the same pair's IPv6 addresses (the IPv6 tests)
 #   RSOCK_TEST_ADDR_PLAIN_PEER               an address with no RDMA path (optional)
 
 RSOCK_COUNTERS=$RSOCK_SRC_DIR/test/vm/rdma-counters
@@ -22,7 +23,17 @@ require_rdma_env() {
 
 ADDR_A=${RSOCK_TEST_ADDR_A:-}
 ADDR_B=${RSOCK_TEST_ADDR_B:-}
+ADDR_A6=${RSOCK_TEST_ADDR_A6:-}
+ADDR_B6=${RSOCK_TEST_ADDR_B6:-}
 ADDR_PLAIN_PEER=${RSOCK_TEST_ADDR_PLAIN_PEER:-}
+
+# require_ipv6_env: the IPv6 addresses of the pair are set (never a skip).
+require_ipv6_env() {
+	if [ -z "$ADDR_A6" ] || [ -z "$ADDR_B6" ]; then
+		echo "RSOCK_TEST_ADDR_A6 and RSOCK_TEST_ADDR_B6 are not set (the guest sets them; on an RDMA host set two IPv6 addresses of the RDMA pair)" >&2
+		return 1
+	fi
+}
 
 # rdma_pkts: packets sent by every RDMA device port so far.
 rdma_pkts() {
@@ -117,20 +128,21 @@ stats_only_rdma() {
 	fi
 }
 
-# differential PROG: run a differential program (test/progs/pair.h) over
+# differential PROG [SERVER_ADDR CLIENT_ADDR]: run a differential program
+# (test/progs/pair.h; default addresses B and A) over
 # kernel TCP, then over librsock (RDMA asserted per stream and by the device
 # counters), and compare what the application observed.
 differential() {
-	local prog=$1 port
+	local prog=$1 srv=${2:-$ADDR_B} cli=${3:-$ADDR_A} port
 	port=$(free_port)
-	bounded 120 env -u LD_PRELOAD "$PROGS/$prog" "$ADDR_B" "$ADDR_A" "$port" >tcp.txt 2>tcp.err || {
+	bounded 120 env -u LD_PRELOAD "$PROGS/$prog" "$srv" "$cli" "$port" >tcp.txt 2>tcp.err || {
 		cat tcp.txt tcp.err >&2
 		false
 	}
 	port=$(free_port)
 	rdma_snapshot
 	bounded 120 env RSOCK_EXPECT_TRANSPORT=3 RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/rdma.log" \
-		LD_PRELOAD="$(rsock_preload_value)" "$PROGS/$prog" "$ADDR_B" "$ADDR_A" "$port" \
+		LD_PRELOAD="$(rsock_preload_value)" "$PROGS/$prog" "$srv" "$cli" "$port" \
 		>rdma.txt 2>rdma.err || {
 		cat rdma.txt rdma.err rdma.log >&2
 		false

@@ -30,7 +30,32 @@ teardown() {
 	differential streamcheck
 }
 
+@test "streamcheck over IPv6: the same observations over RDMA (RoCEv2 on IPv6) as over kernel TCP" {
+	require_ipv6_env
+	differential streamcheck "$ADDR_B6" "$ADDR_A6"
+}
+
 # ---- real programs over RDMA ------------------------------------------------------
+
+@test "nc over IPv6: 20 MB over RDMA, checksum equal, the peer's IPv6 address seen" {
+	require_cmd nc
+	require_ipv6_env
+	local port
+	rand_file data 20000000
+	port=$(free_port)
+	rdma_snapshot
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		sh -c "exec nc -n -v -l -s $ADDR_B6 -p $port >got"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 120 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		nc -N -s "$ADDR_A6" "$ADDR_B6" "$port" <data
+	wait_bg "$BG_PID" 60
+	same_file data got "nc client -> server over IPv6"
+	grep -qF "$ADDR_A6" srv.err || { cat srv.err >&2; false; }
+	stats_rdma cli.log 20000000 tx
+	stats_rdma srv.log 20000000 rx
+	rdma_crossed 2000
+}
 
 @test "nc: 100 MB each way over RDMA, checksums equal" {
 	require_cmd nc
@@ -102,6 +127,49 @@ teardown() {
 	fi
 	same_file www/blob got "curl"
 	stats_rdma cli.log 20000000 rx
+	rdma_crossed 1000
+}
+
+@test "a dual-stack [::] listener (python3 -m http.server) serves IPv4, IPv6 and IPv4-mapped clients over RDMA" {
+	require_cmd python3
+	require_ipv6_env
+	local port c
+	mkdir www
+	rand_file www/blob 3000000
+	port=$(free_port)
+	rdma_snapshot
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 -m http.server -b :: -d www "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	for c in "$ADDR_B" "[$ADDR_B6]"; do
+		bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+			python3 "$RSOCK_SRC_DIR/test/bats/fetch.py" "http://$c:$port/blob" got
+		same_file www/blob got "GET over $c"
+		stats_only_rdma cli.log
+		stats_rdma cli.log 3000000 rx
+		rm -f cli.log got
+	done
+	# an AF_INET6 client socket dialling the IPv4-mapped ::ffff:B
+	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.connect(("::ffff:" + sys.argv[1], int(sys.argv[2])))
+s.sendall(b"GET /blob HTTP/1.0\r\n\r\n")
+b = bytearray()
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    b += d
+open("got", "wb").write(b[b.index(b"\r\n\r\n") + 4:])
+' "$ADDR_B" "$port"
+	same_file www/blob got "GET over ::ffff:$ADDR_B from an AF_INET6 socket"
+	stats_only_rdma cli.log
+	stats_rdma cli.log 3000000 rx
+	# the server saw the IPv4 clients as ::ffff:A and the other as A6, all over RDMA
+	grep -qF "::ffff:$ADDR_A" srv.err || { cat srv.err >&2; false; }
+	grep -qF "$ADDR_A6" srv.err || { cat srv.err >&2; false; }
 	rdma_crossed 1000
 }
 
