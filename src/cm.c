@@ -285,7 +285,7 @@ static struct cm_dev *dev_find(struct ibv_context *ctx)
 			return d;
 	if ((d = calloc(1, sizeof(*d)))) {
 		d->ctx = ctx;
-		d->pid = getpid();
+		d->pid = rsock_pid();
 		d->next = cm_devs;
 		cm_devs = d;
 	}
@@ -299,7 +299,7 @@ static struct cm_dev *dev_mine(struct ibv_context *ctx)
 {
 	struct cm_dev *d = ctx ? dev_find(ctx) : NULL;
 
-	return d && d->pid == getpid() ? d : NULL;
+	return d && d->pid == rsock_pid() ? d : NULL;
 }
 
 /* dev_mine() for a caller that does not hold cm_lock: 1 or 0. */
@@ -539,7 +539,7 @@ static void on_beacon_request(const struct ucm_event *ev)
 
 	pthread_mutex_lock(&cm_lock);
 	for (bc = beacons; bc; bc = bc->next)
-		if ((uintptr_t)bc == ev->uid && bc->pid == getpid())
+		if ((uintptr_t)bc == ev->uid && bc->pid == rsock_pid())
 			break;
 	if (bc) {
 		sa_addr16((struct sockaddr *)&bc->addr, want);
@@ -627,7 +627,7 @@ static int cm_start(void)
 	sigset_t all, old;
 	int rc;
 
-	if (cm_ch && cm_thread_pid == getpid())
+	if (cm_ch && cm_thread_pid == rsock_pid())
 		return 0;
 	/* In a forked child the inherited channel is the parent's (its thread
 	 * reads it): this process gets a channel and a thread of its own. */
@@ -642,7 +642,7 @@ static int cm_start(void)
 	if (rc)
 		return rc;
 	pthread_detach(cm_thread);
-	cm_thread_pid = getpid();
+	cm_thread_pid = rsock_pid();
 	return 0;
 }
 
@@ -693,7 +693,7 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 		log_debug("no beacon on port %u (%d): its streams stay on TCP", sa_port(addr), rc);
 		goto fail;
 	}
-	b->pid = getpid();
+	b->pid = rsock_pid();
 	b->next = beacons;
 	beacons = b;
 	pthread_mutex_unlock(&cm_lock);
@@ -719,7 +719,7 @@ void cm_unlisten(const void *owner)
 	if (b) {
 		/* A child closing an inherited listener must not tear down the
 		 * parent's beacon: the id is the parent's. */
-		if (b->pid == getpid())
+		if (b->pid == rsock_pid())
 			ucm_destroy(cm_ucm, b->kid);
 		free(b);
 	}
@@ -745,7 +745,7 @@ static struct listener *listener_for(const struct sockaddr *local)
 
 	for (l = listeners; l; l = l->next) {
 		uint8_t a[16], b[16];
-		if (l->pid != getpid())
+		if (l->pid != rsock_pid())
 			continue;
 		sa_addr16((struct sockaddr *)&l->addr, a);
 		sa_addr16(local, b);
@@ -769,7 +769,7 @@ static struct listener *listener_for(const struct sockaddr *local)
 	}
 	memcpy(&l->addr, &ss, sizeof(ss));
 	sa_set_port((struct sockaddr *)&l->addr, ntohs(rdma_get_src_port(l->id)));
-	l->pid = getpid();
+	l->pid = rsock_pid();
 	l->next = listeners;
 	listeners = l;
 	return l;
@@ -1158,7 +1158,7 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 	 * which the cm thread acknowledges: one descriptor less per stream. */
 	pthread_mutex_lock(&cm_lock);
 	c->id->context = NULL;
-	if (cm_ch && cm_thread_pid == getpid() && rdma_migrate_id(c->id, cm_ch) == 0) {
+	if (cm_ch && cm_thread_pid == rsock_pid() && rdma_migrate_id(c->id, cm_ch) == 0) {
 		rdma_destroy_event_channel(c->tp->ch);
 		c->tp->ch = NULL;
 	}

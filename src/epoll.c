@@ -26,6 +26,7 @@ static __thread int ep_oom;
 #include "event.h"
 #include "fdtab.h"
 #include "log.h"
+#include "init.h"
 #include "real.h"
 #include "transport.h"
 
@@ -102,7 +103,7 @@ static struct ep *ep_new(void)
 	if (!ep)
 		return NULL;
 	pthread_mutex_init(&ep->lock, NULL);
-	ep->owner = getpid();
+	ep->owner = rsock_pid();
 	ep->kfd = ep->bell = -1;
 	return ep;
 }
@@ -230,7 +231,7 @@ static void item_unhook(struct ep *ep, struct ep_item *it)
 	struct epoll_event e;
 
 	atomic_fetch_sub_explicit(&it->c->tp->watchers, 1, memory_order_relaxed);
-	if (ep->owner != getpid())
+	if (ep->owner != rsock_pid())
 		return; /* the kernel instance is shared with the parent: leave it */
 	HASH_ITER(hh, ep->items, o, tmp)
 	{
@@ -559,10 +560,13 @@ static int spin(struct ep *ep)
 {
 	int64_t end, budget = tp_spin_budget_ns(atomic_load_explicit(&ep->wait_avg_ns, memory_order_relaxed));
 	int found = 0;
+	unsigned rounds = 0;
 
 	if (!budget || ep->n_rdma > EP_SPIN_MAX_STREAMS)
 		return 0;
 	end = now_ns() + budget;
+	/* The clock is read every 4th round: where it is not a vDSO read (a
+	 * guest's emulated HPET), reading it cost more than the polling. */
 	do {
 		struct ep_item *it, *tmp;
 		pthread_mutex_lock(&ep->lock);
@@ -574,7 +578,7 @@ static int spin(struct ep *ep)
 			}
 		}
 		pthread_mutex_unlock(&ep->lock);
-	} while (!found && now_ns() < end);
+	} while (!found && ((++rounds & 3) || now_ns() < end));
 	return found;
 }
 
@@ -607,7 +611,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		return -EINVAL;
 	pthread_mutex_lock(&ep->lock);
 	convert(ep, epfd);
-	if (!ep->n_rdma || ep->kfd < 0 || ep->owner != getpid()) {
+	if (!ep->n_rdma || ep->kfd < 0 || ep->owner != rsock_pid()) {
 		pthread_mutex_unlock(&ep->lock);
 		return EP_PASS;
 	}

@@ -25,6 +25,7 @@
 #include "fdtab.h"
 #include "handover.h"
 #include "log.h"
+#include "init.h"
 #include "real.h"
 #include "stats.h"
 #include "transport.h"
@@ -217,10 +218,10 @@ static int grow(void)
  * Caller holds ho_lock. */
 static void ho_mine(void)
 {
-	if (slots_pid != getpid()) {
+	if (slots_pid != rsock_pid()) {
 		slots = NULL;
 		n_slots = cap_slots = 0;
-		slots_pid = getpid();
+		slots_pid = rsock_pid();
 		bell = bell_w = ho_ep = -1;
 	}
 	if (bell < 0) {
@@ -269,7 +270,7 @@ struct ho_rec *ho_register(struct tp *t)
 			r->pre_fd = -1;
 			r->bell_fd = bell_w;
 			r->bell_ino = bell_ino;
-			r->owner = getpid();
+			r->owner = rsock_pid();
 			n_slots++;
 			watch(i, EPOLL_CTL_ADD);
 		}
@@ -288,7 +289,7 @@ struct ho_rec *ho_register(struct tp *t)
 void ho_unregister(struct tp *t, int forked)
 {
 	pthread_mutex_lock(&ho_lock);
-	if (slots_pid == getpid())
+	if (slots_pid == rsock_pid())
 		for (size_t i = 0; i < cap_slots; i++)
 			if (slots[i].tp == t) {
 				struct ho_rec *r = slots[i].rec;
@@ -314,7 +315,7 @@ void ho_unregister(struct tp *t, int forked)
 void ho_publish(struct tp *t, int fd)
 {
 	pthread_mutex_lock(&ho_lock);
-	if (slots_pid == getpid())
+	if (slots_pid == rsock_pid())
 		for (size_t i = 0; i < cap_slots; i++)
 			if (slots[i].tp == t) {
 				struct ho_rec *r = slots[i].rec;
@@ -366,7 +367,7 @@ void ho_serve(void)
 	int n;
 
 	pthread_mutex_lock(&ho_lock);
-	n = ho_ep < 0 || slots_pid != getpid() ? 0 : rsock_real.epoll_wait(ho_ep, ev, 16, 0);
+	n = ho_ep < 0 || slots_pid != rsock_pid() ? 0 : rsock_real.epoll_wait(ho_ep, ev, 16, 0);
 	for (int k = 0; k < n; k++) {
 		uint64_t i = ev[k].data.u64;
 		if (i == HO_EV_BELL)

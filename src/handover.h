@@ -73,7 +73,7 @@ int ho_bell_fd(void);
  * process asked for, and look at the control connections that moved (a
  * peer's SWITCH is answered there when the application is elsewhere). */
 void ho_serve(void);
-/* Another process's stream (rec->owner != getpid()): ask the owner to
+/* Another process's stream (rec->owner != rsock_pid()): ask the owner to
  * switch it and wait (bounded). Returns 0 and *pre (NULL when nothing was
  * unread), or -errno (-EIO: the owner is gone or did not answer). */
 int ho_request(struct ho_rec *rec, struct ho_pre **pre);

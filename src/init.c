@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "fdtab.h"
@@ -18,6 +20,36 @@
 _Atomic int rsock_init_state = INIT_NONE;
 __thread int rsock_in_lib __attribute__((tls_model("initial-exec")));
 static __thread int init_owner __attribute__((tls_model("initial-exec")));
+pid_t *rsock_pid_slot;
+_Atomic int rsock_pid_nocache;
+
+pid_t rsock_pid_slow(void)
+{
+	pid_t p = getpid();
+	pid_t *s = rsock_pid_slot;
+
+	if (s && !atomic_load_explicit(&rsock_pid_nocache, memory_order_relaxed))
+		__atomic_store_n(s, p, __ATOMIC_RELAXED);
+	return p;
+}
+
+/* The page of the pid cache (init.h); NULL leaves rsock_pid() a getpid(). */
+static void pid_cache_init(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	void *m = mmap(NULL, pg > 0 ? (size_t)pg : 4096, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		return;
+#ifdef MADV_WIPEONFORK
+	if (madvise(m, pg > 0 ? (size_t)pg : 4096, MADV_WIPEONFORK) == 0) {
+		rsock_pid_slot = m;
+		return;
+	}
+#endif
+	munmap(m, pg > 0 ? (size_t)pg : 4096);
+}
 
 static void init_run(void)
 {
@@ -25,6 +57,7 @@ static void init_run(void)
 	int rc;
 
 	init_owner = 1;
+	pid_cache_init();
 	rc = real_resolve();
 	atomic_store_explicit(&rsock_init_state, INIT_RESOLVED, memory_order_release);
 

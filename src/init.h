@@ -8,6 +8,7 @@
 #define RSOCK_INIT_H
 
 #include <stdatomic.h>
+#include <sys/types.h>
 
 #include "compiler.h"
 
@@ -33,6 +34,30 @@ int rsock_init(void);
 static inline int rsock_ready(void)
 {
 	return atomic_load_explicit(&rsock_init_state, memory_order_acquire) == INIT_READY;
+}
+
+/* The process id without a system call on the fast path (every stream
+ * operation checks that this process owns the stream's verbs objects). The
+ * id is cached in a page marked MADV_WIPEONFORK, which the kernel hands to
+ * any child that copies the address space (fork, clone without CLONE_VM)
+ * zero-filled, so a child reads its own id at its first call. A vfork child
+ * shares the page: the vfork stub turns the cache off for good before the
+ * real vfork (shim/proc.c); posix_spawn's child never enters the library.
+ * Without the page (madvise refused, e.g. under valgrind) it is getpid(). */
+extern pid_t *rsock_pid_slot RSOCK_HIDDEN;
+extern _Atomic int rsock_pid_nocache RSOCK_HIDDEN;
+pid_t rsock_pid_slow(void) RSOCK_HIDDEN;
+
+static inline pid_t rsock_pid(void)
+{
+	pid_t *s = rsock_pid_slot;
+
+	if (RSOCK_LIKELY(s && !atomic_load_explicit(&rsock_pid_nocache, memory_order_relaxed))) {
+		pid_t p = __atomic_load_n(s, __ATOMIC_RELAXED);
+		if (RSOCK_LIKELY(p))
+			return p;
+	}
+	return rsock_pid_slow();
 }
 
 /* The guard: rsock_guard_enter() returns the previous value for _leave(). */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "init.h"
 
 int rsock_log_level = LOG_WARN;
 
@@ -192,7 +193,7 @@ void log_emit(int level, const char *fmt, ...)
 
 	if (level < LOG_ERROR || level > LOG_TRACE)
 		level = LOG_ERROR;
-	n = log_format(line, sizeof(line), "rsock[%d:%ld] %s: ", (int)getpid(),
+	n = log_format(line, sizeof(line), "rsock[%d:%ld] %s: ", (int)rsock_pid(),
 		       (long)syscall(SYS_gettid), level_names[level]);
 	va_start(ap, fmt);
 	n += log_vformat(line + n, sizeof(line) - n - 1, fmt, ap);

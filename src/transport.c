@@ -16,6 +16,7 @@
 #include "event.h"
 #include "handover.h"
 #include "log.h"
+#include "init.h"
 #include "real.h"
 #include "stats.h"
 #include "transport.h"
@@ -37,7 +38,7 @@ int tp_new(struct ibv_pd *pd, uint32_t rx_size, uint32_t tx_size, int tcp_fd, st
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	t->pd = pd;
-	t->owner = getpid();
+	t->owner = rsock_pid();
 	atomic_init(&t->ctl_dirty, 1);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. */
@@ -360,12 +361,13 @@ static void wait_event(struct tp *t)
 	 * a completion that arrives within it costs no sleep and no wake-up.
 	 * An idle stream spins only RSOCK_POLL_US. */
 	if (budget) {
-		for (;;) {
+		/* The clock is read every 16th poll (see epoll.c's spin()). */
+		for (unsigned i = 1;; i++) {
 			if (progress(t)) {
 				tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
 				return;
 			}
-			if (mono_ns() - start >= budget)
+			if (!(i & 15) && mono_ns() - start >= budget)
 				break;
 		}
 	}
@@ -406,7 +408,7 @@ int tp_consume(struct tp *t)
 	struct ibv_cq *cq;
 	void *ctx;
 
-	if (t->owner != getpid() || !t->cc)
+	if (t->owner != rsock_pid() || !t->cc)
 		return 0; /* the channel is the parent's */
 	if (ibv_get_cq_event(t->cc, &cq, &ctx))
 		return 0;
@@ -711,7 +713,7 @@ static int sw_enter(struct tp *t)
 	struct ho_pre *pre = NULL;
 	int rc = 0;
 
-	if (tp_switched(t) || t->owner == getpid())
+	if (tp_switched(t) || t->owner == rsock_pid())
 		return 0;
 	pthread_mutex_lock(&sw_child_lock);
 	if (!tp_switched(t)) {
@@ -736,7 +738,7 @@ int tp_handover(struct tp *t)
 
 	if (tp_switched(t))
 		return 0;
-	if (t->owner != getpid())
+	if (t->owner != rsock_pid())
 		return sw_enter(t);
 	if (!t->up)
 		return -ENOTCONN;
@@ -781,7 +783,7 @@ int tp_adopt(int fd, struct ho_pre *pre, struct tp **out)
 	if (!t)
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
-	t->owner = getpid();
+	t->owner = rsock_pid();
 	t->tcp_fd = rsock_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
 	if (t->tcp_fd < 0)
 		t->tcp_fd = rsock_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -876,7 +878,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	size_t want = iov_total(iov, iovcnt), done = 0;
 	ssize_t r = 0;
 
-	if (RSOCK_UNLIKELY(t->owner != getpid() || tp_switched(t)))
+	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
 		return sw_enter(t) ? -EIO : -ESHUTDOWN; /* the kernel socket sends */
 	nonblock |= !!(flags & MSG_DONTWAIT);
 	pthread_mutex_lock(&t->lock);
@@ -976,7 +978,7 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 
 	if (!want)
 		return 0;
-	if (RSOCK_UNLIKELY(t->owner != getpid() || tp_switched(t)))
+	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
 		return sw_enter(t) ? -EIO : sw_recv(t, iov, iovcnt, 0, flags);
 	nonblock |= !!(flags & MSG_DONTWAIT);
 	pthread_mutex_lock(&t->lock);
@@ -1058,7 +1060,7 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 {
 	short ev;
 
-	if (RSOCK_UNLIKELY(t->owner != getpid() || tp_switched(t))) {
+	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t))) {
 		if (sw_enter(t)) {
 			if (seq)
 				*seq = 0;
@@ -1095,7 +1097,7 @@ int tp_wait_fd(struct tp *t)
 {
 	int fd;
 
-	if (t->owner != getpid() || tp_switched(t))
+	if (t->owner != rsock_pid() || tp_switched(t))
 		return -1;
 	pthread_mutex_lock(&t->lock);
 	fd = tp_switched(t) || arm(t) ? -1 : t->cc->fd;
@@ -1107,7 +1109,7 @@ int tp_spin(struct tp *t)
 {
 	int n;
 
-	if (t->owner != getpid() || tp_switched(t) || pthread_mutex_trylock(&t->lock))
+	if (t->owner != rsock_pid() || tp_switched(t) || pthread_mutex_trylock(&t->lock))
 		return 0;
 	n = progress(t);
 	pthread_mutex_unlock(&t->lock);
@@ -1116,14 +1118,14 @@ int tp_spin(struct tp *t)
 
 int tp_event_fd(struct tp *t)
 {
-	return t->owner == getpid() && t->cc && !tp_switched(t) ? t->cc->fd : -1;
+	return t->owner == rsock_pid() && t->cc && !tp_switched(t) ? t->cc->fd : -1;
 }
 
 int tp_readable_bytes(struct tp *t)
 {
 	uint64_t n;
 
-	if (t->owner != getpid() || tp_switched(t)) {
+	if (t->owner != rsock_pid() || tp_switched(t)) {
 		int k = 0;
 		if (sw_enter(t))
 			return 0;
@@ -1153,7 +1155,7 @@ static int post_ctl(struct tp *t, enum proto_imm_type type)
 
 int tp_shutdown_rd(struct tp *t, int fd)
 {
-	if (t->owner != getpid() || tp_switched(t))
+	if (t->owner != rsock_pid() || tp_switched(t))
 		return sw_enter(t) ? -EIO : rsock_real.shutdown(fd, SHUT_RD) ? -errno : 0;
 	pthread_mutex_lock(&t->lock);
 	t->rd_shut = 1;
@@ -1167,7 +1169,7 @@ int tp_shutdown_wr(struct tp *t)
 {
 	int rc = 0;
 
-	if (t->owner != getpid() || tp_switched(t))
+	if (t->owner != rsock_pid() || tp_switched(t))
 		return sw_enter(t) ? -EIO : rsock_real.shutdown(t->tcp_fd, SHUT_WR) ? -errno : 0;
 	pthread_mutex_lock(&t->lock);
 	if (tp_switched(t)) {
@@ -1191,7 +1193,7 @@ void tp_close(struct tp *t, int abort)
 
 	int forked, published, pfd = -1;
 
-	if (t->owner != getpid()) {
+	if (t->owner != rsock_pid()) {
 		/* An inherited copy in a forked child: the verbs objects belong
 		 * to the parent (the device file is shared), so touching them
 		 * here would tear the parent's stream down. Drop our copy only. */

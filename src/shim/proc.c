@@ -36,6 +36,8 @@ RSOCK_HIDDEN void *shim_vfork_target(void)
 {
 	if (!rsock_ready())
 		rsock_init();
+	/* The child shares our memory, the pid cache included (init.h). */
+	atomic_store(&rsock_pid_nocache, 1);
 	return rsock_real.vfork ? (void *)rsock_real.vfork : (void *)rsock_real.fork;
 }
 
@@ -98,7 +100,7 @@ static void handover_one(int fd, struct conn *c, void *arg)
 	if (atomic_load(&c->path) != CONN_PATH_RDMA || !t || tp_switched(t))
 		return;
 	if (!(rsock_real.fcntl(fd, F_GETFD) & FD_CLOEXEC) ||
-	    (t->owner == getpid() && t->fork_gen != atomic_load(&ho_forks)))
+	    (t->owner == rsock_pid() && t->fork_gen != atomic_load(&ho_forks)))
 		tp_handover(t);
 }
 
