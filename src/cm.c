@@ -421,19 +421,14 @@ static int tuple_put(const struct proto_probe *pr)
 static int tuple_take(const struct sockaddr *peer, uint16_t sport)
 {
 	uint8_t a[16];
-	const struct sockaddr_in6 *p6 = (const struct sockaddr_in6 *)peer;
-	struct sockaddr_in v4;
+	struct sockaddr_storage ss;
 	int64_t now = now_ms();
 
 	if (!tuples)
 		return 0;
-	if (peer->sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&p6->sin6_addr)) {
-		memset(&v4, 0, sizeof(v4));
-		v4.sin_family = AF_INET;
-		v4.sin_port = p6->sin6_port;
-		memcpy(&v4.sin_addr, &p6->sin6_addr.s6_addr[12], 4);
-		peer = (struct sockaddr *)&v4;
-	}
+	memcpy(&ss, peer, sa_len(peer));
+	sa_unmap(&ss); /* probes carry IPv4 as AF_INET */
+	peer = (struct sockaddr *)&ss;
 	sa_addr16(peer, a);
 	for (unsigned i = 0; i < TUPLE_SLOTS; i++) {
 		struct cm_tuple *t = &tuples[i];
@@ -1000,7 +995,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		    enum rsock_fallback_reason *why)
 {
 	struct cm_client *c;
-	struct sockaddr_storage bound;
+	struct sockaddr_storage peer, bound;
 	socklen_t bl = sizeof(bound);
 	struct ibv_pd *pd;
 	int rc;
@@ -1010,15 +1005,16 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 	if ((addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || len < sa_len(addr) ||
 	    sa_is_loopback(addr))
 		return 0;
-	if (!(c = calloc(1, sizeof(*c))))
-		return (*why = RSOCK_FB_RESOURCES, 0);
-	memcpy(&c->peer, addr, sa_len(addr));
-	sa_unmap(&c->peer);
-	addr = (struct sockaddr *)&c->peer; /* AF_INET for IPv4, whatever the socket */
+	memcpy(&peer, addr, sa_len(addr));
+	sa_unmap(&peer);
+	addr = (struct sockaddr *)&peer; /* AF_INET for IPv4, whatever the socket */
 	if (neg_lookup(addr)) {
 		*why = RSOCK_FB_PEER;
-		goto plain;
+		return 0;
 	}
+	if (!(c = calloc(1, sizeof(*c))))
+		return (*why = RSOCK_FB_RESOURCES, 0);
+	memcpy(&c->peer, &peer, sizeof(peer));
 	if (route_source(addr, &c->local))
 		goto plain;
 	/* The local check: does the route's source address have an RDMA device? */

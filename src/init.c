@@ -37,18 +37,18 @@ pid_t rsock_pid_slow(void)
 static void pid_cache_init(void)
 {
 	long pg = sysconf(_SC_PAGESIZE);
-	void *m = mmap(NULL, pg > 0 ? (size_t)pg : 4096, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t len = pg > 0 ? (size_t)pg : 4096;
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (m == MAP_FAILED)
 		return;
 #ifdef MADV_WIPEONFORK
-	if (madvise(m, pg > 0 ? (size_t)pg : 4096, MADV_WIPEONFORK) == 0) {
+	if (madvise(m, len, MADV_WIPEONFORK) == 0) {
 		rsock_pid_slot = m;
 		return;
 	}
 #endif
-	munmap(m, pg > 0 ? (size_t)pg : 4096);
+	munmap(m, len);
 }
 
 static void init_run(void)
