@@ -34,13 +34,8 @@ port=$((30000 + RANDOM % 20000))
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-wait_port() {
-	for _ in $(seq 200); do
-		ss -ltn 2>/dev/null | grep -q ":$1 " && return 0
-		sleep 0.05
-	done
-	return 1
-}
+# shellcheck source=bench/common.sh
+. "$top/bench/common.sh"
 
 # pre MODE: the environment prefix of a process in MODE (tcp|rsock), whose
 # stats go to $work/$2.log
@@ -71,7 +66,7 @@ redis() {
 	$(pre "$m" redis-srv) redis-server --port "$p" --bind "$B" --save '' --appendonly no \
 		--protected-mode no --dir "$work" >/dev/null 2>&1 &
 	srv=$!
-	wait_port "$p"
+	wait_port "$p" 10
 	for pl in 1 16; do
 		$(pre "$m" "redis-$m-$pl") redis-benchmark -h "$B" -p "$p" -t set,get -n "$REDIS_N" -c 8 -P "$pl" -q 2>/dev/null |
 			tr '\r' '\n' | grep -E '^(SET|GET): [0-9.]+ requests' >"$work/rb.txt" || true
@@ -91,7 +86,7 @@ memc() {
 	p=$port
 	$(pre "$m" memc-srv) memcached -t 4 -l "$B" -p "$p" -U 0 -u nobody >/dev/null 2>&1 &
 	srv=$!
-	wait_port "$p"
+	wait_port "$p" 10
 	t=$($(pre "$m" "memc-$m") memcslap --servers="$B:$p" --concurrency=8 --execute-number=2000 2>/dev/null |
 		grep -oE 'Time to set +16000 keys by +8 threads: +[0-9.]+' | awk '{print $NF}')
 	[ -n "$t" ] && awk -v t="$t" 'BEGIN { printf "%.0f\n", 16000 / t }' >>"$work/memc-$m"
@@ -124,7 +119,7 @@ http {
 EOF
 	$(pre "$m" nginx-srv) nginx -c "$d/nginx.conf" -e "$d/error.log" >/dev/null 2>&1 &
 	local srv=$!
-	wait_port "$p"
+	wait_port "$p" 10
 	$(pre "$m" "wrk-$m") wrk -t 2 -c 16 -d "${WRK_S}s" "http://$B:$p/1k" 2>/dev/null |
 		awk '/^Requests\/sec/ {printf "%.0f\n", $2}' >>"$work/nginx-$m"
 	S[nginx-$m]=$(rdma_streams "$work/wrk-$m.log")

@@ -84,19 +84,14 @@ preload_of() {
 	esac
 }
 
-wait_port() {
-	for _ in $(seq 150); do
-		ss -ltn 2>/dev/null | grep -q ":$1 " && return 0
-		sleep 0.1
-	done
-	return 1
-}
+# shellcheck source=bench/common.sh
+. "$top/bench/common.sh"
 
 wait_cm_listen() { wait_for_rdma_listen "$1" 30 2>/dev/null; }
 
 # rsocket's listener is an rdma_cm one, the others a kernel socket
 wait_listen() {
-	if [ "$1" = rsocket ]; then wait_cm_listen "$2"; else wait_port "$2"; fi
+	if [ "$1" = rsocket ]; then wait_cm_listen "$2"; else wait_port "$2" 15; fi
 }
 
 # sb PATH CONNS MODE SIZE N [PARALLEL]: one server, PARALLEL (default 1)

@@ -24,6 +24,25 @@ teardown() {
 	stop_all_bg
 }
 
+# nc_upload SERVER_ADDR CLIENT_ADDR BYTES: an nc client at CLIENT_ADDR sends
+# BYTES random bytes (the file `data`) to `nc -l` at SERVER_ADDR, both under
+# librsock; the bytes arrive intact and both ends counted them over RDMA. The
+# server's stderr (srv.err) names the client (-v, -n: no name lookups).
+nc_upload() {
+	local srv=$1 cli=$2 n=$3 port
+	rand_file data "$n"
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		sh -c "exec nc -n -v -l -s $srv -p $port >got"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 120 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		nc -N -s "$cli" "$srv" "$port" <data
+	wait_bg "$BG_PID" 60
+	same_file data got "nc $cli -> $srv"
+	stats_rdma cli.log "$n" tx
+	stats_rdma srv.log "$n" rx
+}
+
 # ---- the differential semantics suite ------------------------------------------
 
 @test "streamcheck: the application observes the same over RDMA as over kernel TCP" {
@@ -40,38 +59,17 @@ teardown() {
 @test "nc over IPv6: 20 MB over RDMA, checksum equal, the peer's IPv6 address seen" {
 	require_cmd nc
 	require_ipv6_env
-	local port
-	rand_file data 20000000
-	port=$(free_port)
 	rdma_snapshot
-	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
-		sh -c "exec nc -n -v -l -s $ADDR_B6 -p $port >got"
-	wait_for_port "$port" 15 "$BG_PID"
-	bounded 120 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
-		nc -N -s "$ADDR_A6" "$ADDR_B6" "$port" <data
-	wait_bg "$BG_PID" 60
-	same_file data got "nc client -> server over IPv6"
+	nc_upload "$ADDR_B6" "$ADDR_A6" 20000000
 	grep -qF "$ADDR_A6" srv.err || { cat srv.err >&2; false; }
-	stats_rdma cli.log 20000000 tx
-	stats_rdma srv.log 20000000 rx
 	rdma_crossed 2000
 }
 
 @test "nc: 100 MB each way over RDMA, checksums equal" {
 	require_cmd nc
 	local port
-	rand_file data 100000000
-	port=$(free_port)
 	rdma_snapshot
-	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
-		sh -c "exec nc -l -s $ADDR_B -p $port >got"
-	wait_for_port "$port" 15 "$BG_PID"
-	bounded 120 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
-		nc -N -s "$ADDR_A" "$ADDR_B" "$port" <data
-	wait_bg "$BG_PID" 60
-	same_file data got "nc client -> server"
-	stats_rdma cli.log 100000000 tx
-	stats_rdma srv.log 100000000 rx
+	nc_upload "$ADDR_B" "$ADDR_A" 100000000
 	rdma_crossed 10000
 
 	# the other direction: the server sends, the client receives
