@@ -195,6 +195,17 @@ void log_emit(int level, const char *fmt, ...)
 		level = LOG_ERROR;
 	n = log_format(line, sizeof(line), "rsock[%d:%ld] %s: ", (int)rsock_pid(),
 		       (long)syscall(SYS_gettid), level_names[level]);
+	if (level >= LOG_DEBUG) {
+		/* Diagnosis lines carry CLOCK_MONOTONIC seconds, comparable
+		 * between the processes of one host: "debug: 812.004211 ...". */
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n += log_format(line + n, sizeof(line) - n, "%ld.", (long)ts.tv_sec);
+		/* microseconds zero-padded to 6 digits: print 1uuuuuu, drop the 1 */
+		size_t m = log_format(line + n, sizeof(line) - n, "%ld ", ts.tv_nsec / 1000 + 1000000);
+		memmove(line + n, line + n + 1, m);
+		n += m - 1;
+	}
 	va_start(ap, fmt);
 	n += log_vformat(line + n, sizeof(line) - n - 1, fmt, ap);
 	va_end(ap);

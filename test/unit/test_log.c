@@ -70,6 +70,35 @@ static void test_emit_preserves_errno_and_writes_file(void **state)
 	unlink(path);
 }
 
+static void test_debug_lines_carry_a_timestamp(void **state)
+{
+	char path[] = "/tmp/rsock-log-XXXXXX";
+	int fd = mkstemp(path);
+	char buf[512] = {0};
+	const char *p;
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(log_open(path), 0);
+	log_emit(LOG_DEBUG, "stamped");
+	log_emit(LOG_INFO, "plain");
+	fd = open(path, O_RDONLY);
+	assert_true(read(fd, buf, sizeof(buf) - 1) > 0);
+	close(fd);
+	/* "rsock[P:T] debug: S.UUUUUU stamped": seconds, a dot, 6 digits */
+	assert_non_null(p = strstr(buf, "] debug: "));
+	p += strlen("] debug: ");
+	assert_true(*p >= '0' && *p <= '9');
+	while (*p >= '0' && *p <= '9')
+		p++;
+	assert_int_equal(*p, '.');
+	for (int i = 1; i <= 6; i++)
+		assert_true(p[i] >= '0' && p[i] <= '9');
+	assert_memory_equal(p + 7, " stamped\n", 9);
+	assert_non_null(strstr(buf, "] info: plain\n")); /* the other levels: no stamp */
+	unlink(path);
+}
+
 static void test_long_line_is_cut_not_overflowed(void **state)
 {
 	char big[2000];
@@ -96,6 +125,7 @@ int main(void)
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_truncation),
 		cmocka_unit_test(test_emit_preserves_errno_and_writes_file),
+		cmocka_unit_test(test_debug_lines_carry_a_timestamp),
 		cmocka_unit_test(test_long_line_is_cut_not_overflowed),
 		cmocka_unit_test(test_ratelimit),
 	};
