@@ -268,7 +268,6 @@ static int resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct 
  * on TCP (RSOCK_FB_NOT_IMPLEMENTED), and never touches the parent's objects. */
 struct cm_dev {
 	struct ibv_context *ctx;
-	struct ibv_pd *pd;  /* allocated on first use, by the owner */
 	pid_t pid;          /* the process that first saw ctx */
 	struct cm_dev *next;
 };
@@ -311,23 +310,6 @@ static int dev_usable(struct ibv_context *ctx)
 	ok = dev_mine(ctx) != NULL;
 	pthread_mutex_unlock(&cm_lock);
 	return ok;
-}
-
-/* The protection domain of a device, allocated once per process; NULL when
- * the device is not usable here or out of resources. */
-static struct ibv_pd *pd_for(struct ibv_context *ctx)
-{
-	struct cm_dev *d;
-	struct ibv_pd *pd = NULL;
-
-	pthread_mutex_lock(&cm_lock);
-	if ((d = dev_mine(ctx))) {
-		if (!d->pd)
-			d->pd = ibv_alloc_pd(ctx);
-		pd = d->pd;
-	}
-	pthread_mutex_unlock(&cm_lock);
-	return pd;
 }
 
 /* ---- negative cache ------------------------------------------------------------- */
@@ -997,7 +979,6 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 	struct cm_client *c;
 	struct sockaddr_storage peer, bound;
 	socklen_t bl = sizeof(bound);
-	struct ibv_pd *pd;
 	int rc;
 
 	*state = NULL;
@@ -1062,9 +1043,8 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		client_free(c);
 		return 0;
 	}
-	pd = pd_for(c->id->verbs);
-	if (!pd || tp_new(pd, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
-			  ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), fd, &c->tp)) {
+	if (tp_new(c->id->verbs, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
+		   ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), fd, &c->tp)) {
 		*why = RSOCK_FB_RESOURCES;
 		client_free(c);
 		return 0;
@@ -1217,7 +1197,6 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 	struct proto_hello_ack a = {.version = PROTO_VERSION};
 	struct pending p = {.obj.kind = CTX_PENDING, .state = PEND_WAIT};
 	struct listener *l;
-	struct ibv_pd *pd;
 	int64_t deadline;
 	struct timespec ts;
 	ssize_t r;
@@ -1249,8 +1228,8 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 	if (!l)
 		goto nak;
 	why = RSOCK_FB_RESOURCES;
-	if (!(pd = pd_for(l->id->verbs)) ||
-	    tp_new(pd, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
+	if (!dev_usable(l->id->verbs) ||
+	    tp_new(l->id->verbs, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
 		   ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), fd, &p.tp))
 		goto nak;
 	why = RSOCK_FB_PROTOCOL;

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -25,11 +26,110 @@
 #define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
 #define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
 
-struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500};
+struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500, .ring_cache = 8};
 
 static int arm(struct tp *t);
 
-int tp_new(struct ibv_pd *pd, uint32_t rx_size, uint32_t tx_size, int tcp_fd, struct tp **out)
+static void mem_free(struct tp *t)
+{
+	if (t->mem)
+		munmap(t->mem, t->mem_len);
+}
+
+/* ---- released ring sets, kept for the next stream ---------------------------
+ *
+ * Faulting in and registering half a megabyte is a large part of a
+ * connection's set-up (about 2 ms a side in the soft-RoCE guest); a server
+ * of short connections pays it twice per request. A stream closed by its
+ * owner, whose QP is destroyed, therefore leaves its protection domain, ring
+ * memory and MRs here (at most RSOCK_RING_CACHE sets, still counted as
+ * registered), and the next stream of the same sizes on the same device
+ * takes them: the PD holds no QP any more, so nothing can write into the
+ * ring until the new stream's QP exists, and the new peer learns the key.
+ * The cache belongs to the process that first filled it: a forked child
+ * neither takes from it nor adds to it (the verbs objects are the parent's),
+ * and never takes its lock. */
+struct tp_set {
+	struct tp_set *next;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	void *mem;
+	size_t mem_len;
+	uint32_t rx_size;
+	struct ibv_mr *rx_mr, *tx_mr;
+};
+static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tp_set *set_cache;
+static unsigned set_count;
+static _Atomic pid_t set_pid; /* the process the cache belongs to, 0: none yet */
+
+static int set_mine(void)
+{
+	return atomic_load_explicit(&set_pid, memory_order_acquire) == rsock_pid();
+}
+
+/* Take a cached set for ctx and these sizes into t. 1 if one was found. */
+static int set_take(struct tp *t, struct ibv_context *ctx, uint32_t rx_size, size_t mem_len)
+{
+	struct tp_set *s = NULL;
+
+	if (!set_mine())
+		return 0;
+	pthread_mutex_lock(&set_lock);
+	for (struct tp_set **pp = &set_cache; *pp; pp = &(*pp)->next)
+		if ((*pp)->ctx == ctx && (*pp)->rx_size == rx_size && (*pp)->mem_len == mem_len) {
+			s = *pp;
+			*pp = s->next;
+			set_count--;
+			break;
+		}
+	pthread_mutex_unlock(&set_lock);
+	if (!s)
+		return 0;
+	t->pd = s->pd;
+	t->mem = s->mem;
+	t->rx_mr = s->rx_mr;
+	t->tx_mr = s->tx_mr;
+	free(s);
+	return 1;
+}
+
+/* Keep t's PD, memory and MRs (its QP is destroyed). 1 if kept: they are
+ * the cache's now. */
+static int set_keep(struct tp *t)
+{
+	struct tp_set *s;
+	pid_t none = 0, me = rsock_pid();
+
+	if (!tp_settings.ring_cache || !t->pd || !t->rx_mr || !t->tx_mr || t->qp)
+		return 0;
+	atomic_compare_exchange_strong(&set_pid, &none, me);
+	if (!set_mine() || !(s = calloc(1, sizeof(*s))))
+		return 0;
+	s->ctx = t->pd->context;
+	s->pd = t->pd;
+	s->mem = t->mem;
+	s->mem_len = t->mem_len;
+	s->rx_size = t->rx.size;
+	s->rx_mr = t->rx_mr;
+	s->tx_mr = t->tx_mr;
+	pthread_mutex_lock(&set_lock);
+	if (set_count < tp_settings.ring_cache) {
+		s->next = set_cache;
+		set_cache = s;
+		set_count++;
+		s = NULL;
+	}
+	pthread_mutex_unlock(&set_lock);
+	if (s) {
+		free(s);
+		return 0;
+	}
+	return 1;
+}
+
+int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_fd,
+	   struct tp **out)
 {
 	struct tp *t = calloc(1, sizeof(*t));
 	int rc = -ENOMEM;
@@ -37,7 +137,6 @@ int tp_new(struct ibv_pd *pd, uint32_t rx_size, uint32_t tx_size, int tcp_fd, st
 	if (!t)
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
-	t->pd = pd;
 	t->owner = rsock_pid();
 	atomic_init(&t->ctl_dirty, 1);
 	/* Our own reference to the kernel socket: the application may close
@@ -50,23 +149,45 @@ int tp_new(struct ibv_pd *pd, uint32_t rx_size, uint32_t tx_size, int tcp_fd, st
 		goto fail;
 	}
 	t->mem_len = (size_t)rx_size + tx_size;
-	if (posix_memalign(&t->mem, 4096, t->mem_len)) {
+	if (set_take(t, ctx, rx_size, t->mem_len)) {
+		if (ring_init(&t->rx, t->mem, rx_size) ||
+		    ring_init(&t->tx, (uint8_t *)t->mem + rx_size, tx_size)) {
+			rc = -EINVAL; /* (they were valid when cached) */
+			stats_registered(-(int64_t)t->mem_len);
+			goto fail;
+		}
+		log_debug("fd %d: rings rx %u tx %u bytes reused", tcp_fd, rx_size, tx_size);
+		*out = t;
+		return 0;
+	}
+	/* Fresh anonymous pages: zero without a memset, which would fault every
+	 * page in from user space (2 to 3 ms of a soft-RoCE guest's 20 ms
+	 * connection set-up); ibv_reg_mr() pins them from the kernel instead. */
+	t->mem = mmap(NULL, t->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (t->mem == MAP_FAILED) {
 		t->mem = NULL;
 		goto fail;
 	}
-	memset(t->mem, 0, t->mem_len);
 	if (ring_init(&t->rx, t->mem, rx_size) ||
 	    ring_init(&t->tx, (uint8_t *)t->mem + rx_size, tx_size)) {
 		rc = -EINVAL;
 		goto fail;
 	}
+	/* The stream's own protection domain: a key is honoured only for a QP
+	 * of the same PD, so no other stream's peer can reach this ring even
+	 * if it learnt or guessed the key. */
+	if (!(t->pd = ibv_alloc_pd(ctx))) {
+		rc = errno ? -errno : -ENOMEM;
+		goto fail;
+	}
 	/* Remote access on the receive ring only: the peer can write nothing else. */
-	t->rx_mr = ibv_reg_mr(pd, t->rx.buf, rx_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	t->rx_mr = ibv_reg_mr(t->pd, t->rx.buf, rx_size,
+			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!t->rx_mr) {
 		rc = errno ? -errno : -ENOMEM;
 		goto fail;
 	}
-	t->tx_mr = ibv_reg_mr(pd, t->tx.buf, tx_size, 0);
+	t->tx_mr = ibv_reg_mr(t->pd, t->tx.buf, tx_size, 0);
 	if (!t->tx_mr) {
 		rc = errno ? -errno : -ENOMEM;
 		goto fail;
@@ -76,11 +197,15 @@ int tp_new(struct ibv_pd *pd, uint32_t rx_size, uint32_t tx_size, int tcp_fd, st
 	*out = t;
 	return 0;
 fail:
+	if (t->tx_mr)
+		ibv_dereg_mr(t->tx_mr);
 	if (t->rx_mr)
 		ibv_dereg_mr(t->rx_mr);
+	if (t->pd)
+		ibv_dealloc_pd(t->pd);
 	if (t->tcp_fd >= 0)
 		rsock_real.close(t->tcp_fd);
-	free(t->mem);
+	mem_free(t);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 	return rc;
@@ -1200,7 +1325,7 @@ void tp_close(struct tp *t, int abort)
 		if (tp_switched(t))
 			ho_pre_free(t->pre);
 		rsock_real.close(t->tcp_fd);
-		free(t->mem);
+		mem_free(t);
 		free(t);
 		return;
 	}
@@ -1257,6 +1382,7 @@ void tp_close(struct tp *t, int abort)
 		rdma_disconnect(t->id);
 		rdma_destroy_qp(t->id);
 		rdma_destroy_id(t->id);
+		t->qp = NULL;
 	}
 	if (t->ch)
 		rdma_destroy_event_channel(t->ch);
@@ -1264,11 +1390,17 @@ void tp_close(struct tp *t, int abort)
 		ibv_destroy_cq(t->cq);
 	if (t->cc)
 		ibv_destroy_comp_channel(t->cc);
-	if (t->rx_mr)
-		ibv_dereg_mr(t->rx_mr);
-	if (t->tx_mr)
-		ibv_dereg_mr(t->tx_mr);
-	stats_registered(-(int64_t)t->mem_len);
+	if (set_keep(t)) {
+		t->mem = NULL; /* the cache's now, still registered */
+	} else {
+		if (t->rx_mr)
+			ibv_dereg_mr(t->rx_mr);
+		if (t->tx_mr)
+			ibv_dereg_mr(t->tx_mr);
+		if (t->pd)
+			ibv_dealloc_pd(t->pd);
+		stats_registered(-(int64_t)t->mem_len);
+	}
 	ho_pre_free(t->pre);
 	if (abort && (t->up || tp_switched(t))) {
 		/* Like TCP closing with unread data: the peer sees a reset. */
@@ -1276,7 +1408,7 @@ void tp_close(struct tp *t, int abort)
 		rsock_real.setsockopt(t->tcp_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	}
 	rsock_real.close(t->tcp_fd);
-	free(t->mem);
+	mem_free(t);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

@@ -31,6 +31,7 @@
 struct tp_settings {
 	unsigned poll_us;     /* RSOCK_POLL_US: busy-poll before blocking, microseconds (0: never) */
 	unsigned poll_max_us; /* RSOCK_POLL_MAX_US: ceiling of the adaptive busy-poll (0: fixed) */
+	unsigned ring_cache;  /* RSOCK_RING_CACHE: registered ring sets kept for reuse */
 };
 extern struct tp_settings tp_settings RSOCK_HIDDEN;
 
@@ -67,7 +68,7 @@ struct tp {
 	struct rdma_cm_id *id;       /* owns the QP; NULL until connected */
 	struct rdma_event_channel *ch; /* the id's private channel (client side, until
 	                                  it is up: then the process's), or NULL */
-	struct ibv_pd *pd;           /* borrowed from the device cache */
+	struct ibv_pd *pd;           /* the stream's own: its QP and its two MRs only */
 	struct ibv_comp_channel *cc;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
@@ -128,9 +129,13 @@ struct tp {
 };
 
 /* Allocate the stream and its rings (receive ring of rx_size bytes, the
- * peer's target; send staging ring of tx_size), registered on pd. Returns 0
- * and *out, or -errno. */
-int tp_new(struct ibv_pd *pd, uint32_t rx_size, uint32_t tx_size, int tcp_fd, struct tp **out);
+ * peer's target; send staging ring of tx_size), registered in a protection
+ * domain of the stream's own on ctx (so that the peer's QP reaches this
+ * stream's receive ring and nothing else), taken from the process's cache
+ * of released ring sets when one of these sizes is there. Returns 0 and
+ * *out, or -errno. */
+int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_fd,
+	   struct tp **out);
 
 /* The peer's ring and limits and protocol version, from its hello /
  * hello_ack. -EPROTO if unusable. */

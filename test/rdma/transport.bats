@@ -350,3 +350,69 @@ print(what, round(time.monotonic() - t, 2))
 	grep -q 'rings rx 65536 tx 65536' srv.log
 	grep -q 'receiver' out.txt
 }
+
+@test "a hostile peer cannot write into another stream's ring (one protection domain per stream)" {
+	# test/progs/keycheck.c speaks the negotiation itself, opens two streams
+	# to a librsock echo server and aims an RDMA WRITE through stream 1's QP
+	# at stream 2's ring with stream 2's key: the server's device must refuse
+	# it, stream 1 must end like a reset TCP stream, stream 2 must go on.
+	local port
+	port=$(free_port)
+	start_bg srv env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		"$PROGS/keycheck" server "$ADDR_B" "$port" 2
+	local srv=$BG_PID
+	wait_for_port "$port" 15 "$srv"
+	run bounded 30 "$PROGS/keycheck" client "$ADDR_B" "$port" "$ADDR_A"
+	echo "$output"
+	[[ "$output" == *"cross-stream write: refused"* ]]
+	[[ "$output" == *"stream 2: echo ok"* ]]
+	[ "$status" -eq 0 ]
+	wait_bg "$srv" 20
+	cat "$BATS_TEST_TMPDIR/srv.out"
+	grep -q 'carried by RDMA' srv.log
+	# stream 1 ends as a reset (or EOF) for the server, stream 2 echoed its 4 bytes
+	grep -Eq '^conn 1: (error ECONNRESET|eof) after 0 bytes$' "$BATS_TEST_TMPDIR/srv.out"
+	grep -Eq '^conn 2: (eof|error ECONNRESET) after 4 bytes$' "$BATS_TEST_TMPDIR/srv.out"
+}
+
+@test "short connections reuse registered rings (RSOCK_RING_CACHE): 12 sequential HTTP fetches, byte-exact" {
+	# Each fetch is a new stream; from the second on, both ends take the
+	# rings (memory, registration, protection domain) a closed stream left.
+	require_cmd python3
+	local port i
+	mkdir www
+	for i in $(seq 0 11); do rand_file "www/f$i" $((100000 + i * 37000)); done
+	port=$(free_port)
+	start_bg srv env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 -m http.server -b "$ADDR_B" -d www "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	fetch_all() { # LOG N [ENV...]: fetch f0..f(N-1) into got0.., one connection each
+		local log=$1 n=$2
+		shift 2
+		bounded 60 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/$log" "$@" \
+			LD_PRELOAD="$(rsock_preload_value)" python3 -c '
+import http.client, sys
+for i in range(int(sys.argv[4])):
+    c = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=20,
+                                   source_address=(sys.argv[3], 0))
+    c.request("GET", "/f%d" % i)
+    r = c.getresponse()
+    with open("got%d" % i, "wb") as f:
+        f.write(r.read())
+    c.close()
+' "$ADDR_B" "$port" "$ADDR_A" "$n"
+	}
+	fetch_all cli.log 12
+	for i in $(seq 0 11); do same_file "www/f$i" "got$i" "fetch $i"; done
+	stats_only_rdma cli.log
+	stats_rdma cli.log 1000000 rx
+	echo "reused: client $(grep -c 'bytes reused' cli.log), server $(grep -c 'bytes reused' srv.log)"
+	[ "$(grep -c 'bytes reused' cli.log)" -ge 10 ]
+	[ "$(grep -c 'bytes reused' srv.log)" -ge 10 ]
+	# RSOCK_RING_CACHE=0: every stream registers its own
+	rm -f got*
+	fetch_all cli0.log 3 RSOCK_RING_CACHE=0
+	for i in 0 1 2; do same_file "www/f$i" "got$i" "fetch $i without the cache"; done
+	[ "$(grep -c 'bytes registered' cli0.log)" -ge 3 ]
+	! grep -q 'bytes reused' cli0.log
+}
