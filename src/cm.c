@@ -856,21 +856,33 @@ struct cm_client {
 	struct sockaddr_storage local, peer;
 	struct tp *tp;
 	uint64_t token;
+	int fd; /* the application's socket */
 };
 
-/* Send the probe; 1 = the beacon answered, 0 = plain peer, -errno. */
 /* IB CM reject reasons (IBA 12.6.7.2) that say something about the peer. */
 #define CM_REJ_NO_RESOURCES 3
 #define CM_REJ_STALE_CONN 10
 #define CM_REJ_CONSUMER 28
 
-/* One probe request. Returns 1 (a librsock beacon answered), 0 (a plain
- * peer), -EAGAIN (a transient reject: try again), or -errno. */
-static int probe_once(struct cm_client *c, uint16_t cport, int64_t deadline)
+/* A probe request in flight: its own channel and id. */
+struct probe_req {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id;
+};
+
+static void probe_drop(struct probe_req *pq)
 {
-	struct rdma_event_channel *ch = new_channel();
-	struct rdma_cm_id *id = NULL;
-	struct rdma_cm_event *ev = NULL;
+	if (pq->id)
+		rdma_destroy_id(pq->id);
+	if (pq->ch)
+		rdma_destroy_event_channel(pq->ch);
+	pq->id = NULL;
+	pq->ch = NULL;
+}
+
+/* Send one probe request. 0 (sent: probe_wait() for the answer) or -errno. */
+static int probe_send(struct cm_client *c, uint16_t cport, int64_t deadline, struct probe_req *pq)
+{
 	struct proto_probe pr = {.version = PROTO_VERSION};
 	uint8_t buf[PROTO_PROBE_LEN];
 	struct rdma_conn_param cp;
@@ -878,18 +890,18 @@ static int probe_once(struct cm_client *c, uint16_t cport, int64_t deadline)
 	uint32_t qpn = 0;
 	int rc;
 
-	if (!ch)
+	if (!(pq->ch = new_channel()))
 		return -ENODEV;
-	if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) {
-		rc = -errno;
-		goto out;
+	if (rdma_create_id(pq->ch, &pq->id, NULL, RDMA_PS_TCP)) {
+		pq->id = NULL;
+		return -errno;
 	}
 	memcpy(&src, &c->local, sizeof(src));
 	sa_set_port((struct sockaddr *)&src, 0);
-	rc = resolve(ch, id, (struct sockaddr *)&src, (struct sockaddr *)&c->peer, deadline);
+	rc = resolve(pq->ch, pq->id, (struct sockaddr *)&src, (struct sockaddr *)&c->peer, deadline);
 	if (rc) {
 		log_debug("probe: address/route resolution failed (%d)", rc);
-		goto out;
+		return rc;
 	}
 	pr.family = c->peer.ss_family;
 	pr.client_port = cport;
@@ -905,11 +917,18 @@ static int probe_once(struct cm_client *c, uint16_t cport, int64_t deadline)
 	if (getrandom(&qpn, sizeof(qpn), 0) != sizeof(qpn))
 		qpn = (uint32_t)now_ms() * 2654435761u;
 	cp.qp_num = 0x800000u | (qpn & 0x7fffffu);
-	if (rdma_connect(id, &cp)) {
-		rc = -errno;
-		goto out;
-	}
-	rc = wait_event(ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
+	if (rdma_connect(pq->id, &cp))
+		return -errno;
+	return 0;
+}
+
+/* The answer to a probe sent. Returns 1 (a librsock beacon answered), 0 (a
+ * plain peer), -EAGAIN (a transient reject: try again), or -errno. */
+static int probe_wait(struct probe_req *pq, int64_t deadline)
+{
+	struct rdma_cm_event *ev = NULL;
+	int rc = wait_event(pq->ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
+
 	if (rc == -ECONNREFUSED) {
 		struct proto_beacon b;
 		int d = ev->param.conn.private_data
@@ -925,24 +944,43 @@ static int probe_once(struct cm_client *c, uint16_t cport, int64_t deadline)
 	} else if (rc == 0) {
 		rc = -EPROTO; /* something accepted a request without a QP */
 	}
-out:
 	ack(ev);
-	if (id)
-		rdma_destroy_id(id);
-	rdma_destroy_event_channel(ch);
 	return rc;
+}
+
+/* The stream's rings, CQ and QP (on the bound, not yet resolved data id):
+ * 0, or a fallback reason. */
+static int client_prepare(struct cm_client *c, const struct cm_bufs *bufs)
+{
+	if (!c->tp) {
+		if (tp_new(c->id->verbs, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
+			   ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), c->fd, &c->tp))
+			return RSOCK_FB_RESOURCES;
+		c->tp->ch = c->ch;
+	}
+	return tp_create_qp(c->tp, c->id) ? RSOCK_FB_RESOURCES : 0;
 }
 
 /* Ask the peer's beacon whether librsock serves the port (doc/design.md
  * section 8). Returns 1, 0 (a plain peer), or -errno (-EAGAIN: the peer's
- * CM kept refusing for want of resources; not the peer's nature). */
-static int probe(struct cm_client *c, uint16_t cport)
+ * CM kept refusing for want of resources; not the peer's nature). While
+ * the first request makes its round trip, the stream's rings and QP are
+ * made ready (client_prepare): they are wasted only on the first connect
+ * to a plain peer, which the negative cache then remembers. */
+static int probe(struct cm_client *c, uint16_t cport, const struct cm_bufs *bufs)
 {
 	int64_t deadline = now_ms() + cm_settings.probe_ms;
 	int rc = -EAGAIN;
 
-	for (int i = 0; i < 4 && rc == -EAGAIN && left_ms(deadline) > 0; i++)
-		rc = probe_once(c, cport, deadline);
+	for (int i = 0; i < 4 && rc == -EAGAIN && left_ms(deadline) > 0; i++) {
+		struct probe_req pq = {0};
+		if ((rc = probe_send(c, cport, deadline, &pq)) == 0) {
+			if (i == 0)
+				client_prepare(c, bufs); /* failures are seen again after */
+			rc = probe_wait(&pq, deadline);
+		}
+		probe_drop(&pq);
+	}
 	return rc;
 }
 
@@ -1032,7 +1070,8 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 	}
 	memcpy(&c->local, &bound, sizeof(bound));
 	sa_unmap(&c->local);
-	rc = probe(c, sa_port((struct sockaddr *)&bound));
+	c->fd = fd;
+	rc = probe(c, sa_port((struct sockaddr *)&bound), bufs);
 	if (rc != 1) {
 		log_debug("probe of port %u: %s (%d)", sa_port(addr), rc == 0 ? "plain peer" : "failed", rc);
 		if (rc == 0 || rc == -ETIMEDOUT)
@@ -1043,13 +1082,11 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		client_free(c);
 		return 0;
 	}
-	if (tp_new(c->id->verbs, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
-		   ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), fd, &c->tp)) {
+	if (client_prepare(c, bufs)) {
 		*why = RSOCK_FB_RESOURCES;
 		client_free(c);
 		return 0;
 	}
-	c->tp->ch = c->ch;
 	getrandom(&c->token, sizeof(c->token), 0);
 	*state = c;
 	return 1;
@@ -1111,11 +1148,6 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 	why = RSOCK_FB_NO_DEVICE;
 	if ((rc = resolve(c->ch, c->id, NULL, (struct sockaddr *)&dst, deadline))) {
 		log_debug("data connection: resolve failed (%d)", rc);
-		goto fail;
-	}
-	why = RSOCK_FB_RESOURCES;
-	if ((rc = tp_create_qp(c->tp, c->id))) {
-		log_debug("data connection: no QP (%d)", rc);
 		goto fail;
 	}
 	uint64_t wire_token = htole64(c->token); /* little-endian on the wire */
@@ -1251,6 +1283,9 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 	why = RSOCK_FB_PEER;
 	if (ctl_write(fd, buf, PROTO_HELLO_ACK_LEN, deadline))
 		goto unlist;
+	/* The CQ now, while the client resolves and makes its QP, rather than
+	 * in the cm thread when its request comes (which would retry it). */
+	tp_create_cq(p.tp);
 
 	/* Wait for the data connection, or the client's cancel, or its end. */
 	for (;;) {

@@ -237,19 +237,38 @@ static int post_recv(struct tp *t)
 	return -ibv_post_recv(t->qp, &wr, &bad);
 }
 
+int tp_create_cq(struct tp *t)
+{
+	struct ibv_context *ctx = t->pd->context;
+	int rc = 0;
+
+	pthread_mutex_lock(&t->lock);
+	if (!t->cc) {
+		if ((t->cc = ibv_create_comp_channel(ctx)))
+			fcntl(t->cc->fd, F_SETFL, fcntl(t->cc->fd, F_GETFL) | O_NONBLOCK);
+		else
+			rc = errno ? -errno : -ENOMEM;
+	}
+	if (t->cc && !t->cq &&
+	    !(t->cq = ibv_create_cq(ctx, TP_SQ_DEPTH + TP_RQ_DEPTH, t, t->cc, 0)))
+		rc = errno ? -errno : -ENOMEM;
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
 int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
 {
 	struct ibv_qp_init_attr attr;
 	static const uint32_t inline_try[] = {256, 128, 64, 0};
-	int rc = -ENOMEM;
+	int rc;
 
-	t->cc = ibv_create_comp_channel(id->verbs);
-	if (!t->cc)
-		return errno ? -errno : -ENOMEM;
-	fcntl(t->cc->fd, F_SETFL, fcntl(t->cc->fd, F_GETFL) | O_NONBLOCK);
-	t->cq = ibv_create_cq(id->verbs, TP_SQ_DEPTH + TP_RQ_DEPTH, t, t->cc, 0);
-	if (!t->cq)
-		return errno ? -errno : -ENOMEM;
+	if (t->qp)
+		return t->id == id ? 0 : -EINVAL;
+	if (id->verbs != t->pd->context)
+		return -EINVAL;
+	if ((rc = tp_create_cq(t)))
+		return rc;
+	rc = -ENOMEM;
 	for (size_t i = 0; i < RSOCK_ARRAY_SIZE(inline_try); i++) {
 		memset(&attr, 0, sizeof(attr));
 		attr.qp_type = IBV_QPT_RC;
@@ -267,12 +286,15 @@ int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
 	}
 	if (rc)
 		return rc;
-	t->id = id;
 	t->qp = id->qp;
 	t->max_inline = attr.cap.max_inline_data;
 	for (int i = 0; i < TP_RQ_DEPTH; i++)
-		if ((rc = post_recv(t)))
+		if ((rc = post_recv(t))) {
+			rdma_destroy_qp(id); /* a later call starts anew */
+			t->qp = NULL;
 			return rc;
+		}
+	t->id = id;
 	return 0;
 }
 

@@ -168,8 +168,15 @@ int tp_prefix_fd(struct tp *t);
  * socket fd: what an exec'd image adopts. 0 and *out, or -errno. */
 int tp_adopt(int fd, struct ho_pre *pre, struct tp **out);
 
-/* Create CQ and QP on id (which must have id->verbs) and post the receives.
- * Returns 0 or -errno; on success t owns id's QP (not the id itself). */
+/* Create the stream's completion channel and CQ, if not yet there (any
+ * thread: under t->lock). Lets a side create them while it waits for its
+ * peer rather than after. 0 or -errno. */
+int tp_create_cq(struct tp *t);
+
+/* Create CQ (if needed) and QP on id, whose device must be the stream's,
+ * and post the receives; id may be bound only (its route resolved later).
+ * 0 also when t already has its QP on id. Returns 0 or -errno; on success
+ * t owns id's QP (not the id itself). */
 int tp_create_qp(struct tp *t, struct rdma_cm_id *id);
 
 /* Fill the rdma_cm connection parameters both sides use. */
