@@ -553,10 +553,11 @@ static int64_t now_ns(void)
 /* Before sleeping: busy-poll the streams' completion queues for at most
  * RSOCK_POLL_US (an instance with few RDMA streams only: the cost grows
  * with them), as wait_event() does for a blocking call. A completion that
- * comes within it costs no sleep and no wake-up. Returns 1 when a stream
- * moved (it is on the ready list then). Lock not held. */
+ * comes within it costs no sleep and no wake-up. start: when the wait
+ * began. Returns 1 when a stream moved (it is on the ready list then).
+ * Lock not held. */
 #define EP_SPIN_MAX_STREAMS 16
-static int spin(struct ep *ep)
+static int spin(struct ep *ep, int64_t start)
 {
 	int64_t end, budget = tp_spin_budget_ns(atomic_load_explicit(&ep->wait_avg_ns, memory_order_relaxed));
 	int found = 0;
@@ -564,7 +565,7 @@ static int spin(struct ep *ep)
 
 	if (!budget || ep->n_rdma > EP_SPIN_MAX_STREAMS)
 		return 0;
-	end = now_ns() + budget;
+	end = start + budget;
 	/* The clock is read every 4th round: where it is not a vDSO read (a
 	 * guest's emulated HPET), reading it cost more than the polling. */
 	do {
@@ -602,8 +603,10 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 	    const struct timespec *tmo, const sigset_t *mask)
 {
 	struct ep *ep = epc->ep;
-	int64_t deadline = tmo ? now_ns() + (int64_t)tmo->tv_sec * 1000000000 + tmo->tv_nsec : 0;
-	int64_t wstart = 0;
+	/* (beyond 30 years: no time-out, and no overflow) */
+	int64_t tmo_ns = !tmo || tmo->tv_sec > 1000000000 ? -1
+							  : (int64_t)tmo->tv_sec * 1000000000 + tmo->tv_nsec;
+	int64_t deadline = 0, wstart = 0;
 
 	if (max <= 0)
 		return -EINVAL;
@@ -634,13 +637,20 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			return n;
 		}
 		pthread_mutex_unlock(&ep->lock);
-		if (n)
+		/* The clock is read only when there is a wait (where it is not a
+		 * vDSO read, as in a TCG guest, each read is a system call). */
+		if (n || tmo_ns == 0) {
 			left = 0;
-		else if (tmo && (left = deadline - now_ns()) < 0)
-			left = 0;
-		if (left != 0 && !wstart)
-			wstart = now_ns(); /* nothing ready: a wait (the adaptive spin learns from these) */
-		if (left != 0 && spin(ep))
+		} else {
+			int64_t now = now_ns();
+			if (!wstart) {
+				wstart = now; /* a wait: the adaptive spin learns from these */
+				deadline = now + tmo_ns;
+			}
+			if (tmo_ns > 0 && (left = deadline - now) < 0)
+				left = 0;
+		}
+		if (left != 0 && spin(ep, wstart))
 			continue; /* a stream moved: report it */
 		k = kwait(ep->kfd, evs + n, max - n, left, mask);
 		if (k < 0) {
@@ -703,7 +713,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			return m;
 		if (!internal && k == 0)
 			return 0; /* timed out */
-		if (tmo && !internal && deadline - now_ns() <= 0)
+		if (tmo_ns >= 0 && !internal && deadline - now_ns() <= 0)
 			return 0;
 	}
 }

@@ -58,17 +58,24 @@ static int64_t mono_ns(void)
 	return ts_ns(&t);
 }
 
+#define EV_SMALL 16
+
 int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
-	struct conn **cs = calloc(n ? n : 1, sizeof(*cs));
-	struct pollfd *ext = calloc(3 * (n ? n : 1), sizeof(*ext));
-	int64_t deadline = tmo ? mono_ns() + ts_ns(tmo) : 0;
+	/* A few descriptors (the usual case) need no allocation. */
+	struct conn *cs_small[EV_SMALL];
+	struct pollfd ext_small[3 * EV_SMALL];
+	struct conn **cs = n <= EV_SMALL ? cs_small : calloc(n, sizeof(*cs));
+	struct pollfd *ext = n <= EV_SMALL ? ext_small : calloc(3 * n, sizeof(*ext));
+	int64_t deadline = -1; /* the clock is read when a wait begins */
 	int count = 0, rc = 0;
 	struct timespec zero = {0, 0};
 
 	if (!cs || !ext) {
-		free(cs);
-		free(ext);
+		if (cs != cs_small)
+			free(cs);
+		if (ext != ext_small)
+			free(ext);
 		return -ENOMEM;
 	}
 	for (nfds_t i = 0; i < n; i++) {
@@ -121,9 +128,14 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		if (count)
 			break;
 		struct timespec left, *lp = NULL;
-		if (tmo) {
-			int64_t l = deadline - mono_ns();
-			if (l <= 0)
+		if (tmo && tmo->tv_sec <= 1000000000) { /* (beyond 30 years: none) */
+			int64_t l, now;
+			if (!tmo->tv_sec && !tmo->tv_nsec)
+				break;
+			now = mono_ns();
+			if (deadline < 0)
+				deadline = now + ts_ns(tmo);
+			if ((l = deadline - now) <= 0)
 				break;
 			left.tv_sec = l / 1000000000;
 			left.tv_nsec = l % 1000000000;
@@ -150,8 +162,10 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	}
 	for (nfds_t i = 0; i < n; i++)
 		conn_unref(cs[i]);
-	free(cs);
-	free(ext);
+	if (cs != cs_small)
+		free(cs);
+	if (ext != ext_small)
+		free(ext);
 	return rc ? rc : count;
 }
 
@@ -160,7 +174,8 @@ int event_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timespec *tmo
 {
 	struct pollfd *p;
 	int n = 0, rc, count = 0;
-	int64_t start = mono_ns();
+	/* (Linux's select() leaves the time not slept in *tmo) */
+	int64_t start = tmo && (tmo->tv_sec || tmo->tv_nsec) && tmo->tv_sec <= 1000000000 ? mono_ns() : 0;
 
 	if (nfds < 0 || nfds > FD_SETSIZE)
 		return -EINVAL;
@@ -206,7 +221,7 @@ int event_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timespec *tmo
 		}
 		rc = count;
 	}
-	if (tmo) {
+	if (start) {
 		int64_t left = ts_ns(tmo) - (mono_ns() - start);
 		if (left < 0)
 			left = 0;
