@@ -3,6 +3,7 @@
 #ifndef RSOCK_REAL_H
 #define RSOCK_REAL_H
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -81,6 +82,7 @@
 	X(FILE *, popen, (const char *, const char *), 0)                                \
 	X(ssize_t, sendfile, (int, int, off_t *, size_t), 1)                             \
 	X(ssize_t, sendfile64, (int, int, off64_t *, size_t), 0)                         \
+	X(ssize_t, splice, (int, loff_t *, int, loff_t *, size_t, unsigned int), 0)      \
 	X(ssize_t, __read_chk, (int, void *, size_t, size_t), 0)                         \
 	X(ssize_t, __recv_chk, (int, void *, size_t, size_t, int), 0)                    \
 	X(ssize_t, __recvfrom_chk, (int, void *, size_t, size_t, int, __SOCKADDR_ARG, socklen_t *), 0) \

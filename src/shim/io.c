@@ -8,9 +8,12 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "shim.h"
 
@@ -371,6 +374,8 @@ static RSOCK_COLD ssize_t sendfile_slow(int out_fd, int in_fd, off_t *off, size_
 	struct conn *c;
 	struct tp *t = io_begin(out_fd, &c);
 
+	/* (A socket is no source for sendfile: the kernel says EINVAL for an
+	 * RDMA stream's socket as for any other.) */
 	if (t) {
 		r = shim_ret(rdma_sendfile(c, t, out_fd, in_fd, off ? &o : NULL, n));
 		if (off)
@@ -397,6 +402,158 @@ RSOCK_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *off, size_t n)
 		return rsock_real.sendfile64(out_fd, in_fd, off, n);
 	/* off64_t and off_t are the same type on the LP64 ABIs. */
 	return sendfile_slow(out_fd, in_fd, (off_t *)off, n);
+}
+
+/* ---- splice ---------------------------------------------------------------------
+ * splice() moves bytes between a pipe and another descriptor inside the
+ * kernel, but an RDMA stream's bytes are not in its kernel socket:
+ *  - stream to pipe: the bytes are peeked, written to the pipe (no more than
+ *    it has room for) and then consumed, exactly as many as the pipe took;
+ *  - pipe to a blocking stream: read from the pipe, sent whole;
+ *  - pipe to a non-blocking stream: what is taken from a pipe cannot be put
+ *    back if the stream then has no room, so the stream is handed to kernel
+ *    TCP (doc/design.md section 6) and the kernel splices.
+ * Offsets, descriptors that are not pipes and streams already on kernel
+ * TCP go to the kernel, which answers as it does for TCP. */
+
+static int is_pipe(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+/* Free bytes in pipe fd (its capacity less what it holds), or -errno. */
+static long pipe_room(int fd)
+{
+	int used = 0, cap = rsock_real.fcntl(fd, F_GETPIPE_SZ);
+
+	if (cap < 0 || rsock_real.ioctl(fd, FIONREAD, &used) < 0)
+		return -errno;
+	return cap > used ? cap - used : 0;
+}
+
+static int pipe_nonblock(int fd, unsigned int flags)
+{
+	return (flags & SPLICE_F_NONBLOCK) || (rsock_real.fcntl(fd, F_GETFL) & O_NONBLOCK);
+}
+
+/* splice from an RDMA stream to pipe pfd: up to len bytes are peeked,
+ * written to the pipe, and only what the pipe took is consumed. The pipe's
+ * room is waited for first, as the kernel does, and the write asks for no
+ * more than that room. */
+static ssize_t splice_from_stream(struct conn *c, struct tp *t, int pfd, size_t len,
+				  unsigned int flags)
+{
+	char buf[64 * 1024];
+	struct iovec v = {buf, 0};
+	long room;
+	ssize_t got, put;
+
+	if (!len)
+		return 0;
+	while ((room = pipe_room(pfd)) == 0) {
+		struct pollfd p = {.fd = pfd, .events = POLLOUT};
+		if (pipe_nonblock(pfd, flags))
+			return -EAGAIN;
+		if (rsock_real.poll(&p, 1, -1) < 0)
+			return -errno;
+		if (p.revents & POLLERR) { /* no reader: what the kernel does */
+			raise(SIGPIPE);
+			return -EPIPE;
+		}
+	}
+	if (room < 0)
+		return room;
+	v.iov_len = len < sizeof(buf) ? len : sizeof(buf);
+	if ((size_t)room < v.iov_len)
+		v.iov_len = (size_t)room;
+	got = rdma_recv(c, t, &v, 1, MSG_PEEK);
+	if (got <= 0)
+		return got;
+	put = rsock_real.write(pfd, buf, (size_t)got);
+	if (put <= 0)
+		return put < 0 ? -errno : 0;
+	v.iov_len = (size_t)put;
+	got = rdma_recv(c, t, &v, 1, MSG_DONTWAIT); /* the bytes the pipe took */
+	if (got != put)
+		log_warn_rl("splice: %zd bytes peeked went to the pipe, %zd consumed "
+			    "(another thread read the stream meanwhile)", put, got);
+	return put;
+}
+
+static ssize_t splice_to_stream(struct conn *c, struct tp *t, int fd, int pfd, size_t len,
+				unsigned int flags)
+{
+	char buf[64 * 1024];
+	struct iovec v;
+	ssize_t got, sent = 0;
+
+	if (!len)
+		return 0;
+	if (flags & SPLICE_F_NONBLOCK) {
+		struct pollfd p = {.fd = pfd, .events = POLLIN};
+		if (rsock_real.poll(&p, 1, 0) == 0)
+			return -EAGAIN;
+	}
+	got = rsock_real.read(pfd, buf, len < sizeof(buf) ? len : sizeof(buf));
+	if (got <= 0)
+		return got < 0 ? -errno : 0;
+	while (sent < got) {
+		ssize_t r;
+		v.iov_base = buf + sent;
+		v.iov_len = (size_t)(got - sent);
+		r = rdma_send(c, t, fd, &v, 1, 0);
+		if (r < 0)
+			return sent ? sent : r;
+		sent += r;
+	}
+	return sent;
+}
+
+static RSOCK_COLD ssize_t splice_slow(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+				      unsigned int flags)
+{
+	struct conn *c;
+	struct tp *t;
+	ssize_t r;
+	int from_stream = !shim_fast(in), fd = from_stream ? in : out;
+	int pfd = from_stream ? out : in;
+	loff_t *off = from_stream ? off_in : off_out;
+
+	t = io_begin(fd, &c);
+	if (t && !off && !tp_kernel_only(t) && is_pipe(pfd)) {
+		if (from_stream) {
+			r = splice_from_stream(c, t, pfd, len, flags);
+		} else if (atomic_load(&c->nonblock) && !tp_switched(t) &&
+			   (r = tp_handover(t)) != -EPROTONOSUPPORT && r != -ENOTCONN) {
+			r = r ? r : shim_neg(REAL_CALL(splice, in, off_in, out, off_out, len, flags));
+			if (r > 0)
+				conn_account_tx(c, r);
+		} else {
+			r = splice_to_stream(c, t, fd, pfd, len, flags);
+		}
+		r = shim_ret(r);
+	} else {
+		r = REAL_CALL(splice, in, off_in, out, off_out, len, flags);
+		if (c && r > 0) {
+			if (from_stream)
+				conn_account_rx(c, r);
+			else
+				conn_account_tx(c, r);
+		}
+	}
+	conn_unref(c);
+	return r;
+}
+
+RSOCK_EXPORT ssize_t splice(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+			    unsigned int flags)
+{
+	if ((shim_fast(in) && shim_fast(out)) || !rsock_real.splice)
+		return rsock_real.splice ? rsock_real.splice(in, off_in, out, off_out, len, flags)
+					 : shim_ret(-ENOSYS);
+	return splice_slow(in, off_in, out, off_out, len, flags);
 }
 
 /* FORTIFY variants: same checks as glibc's, then the plain wrapper. */

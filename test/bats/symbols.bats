@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The exported interface of librsock.so: exactly the 67 names of
+# The exported interface of librsock.so: exactly the 68 names of
 # exports.list (plus nothing but rsock_* names), and at run time each libc
 # name used by a program binds to librsock.so under the preload
 # (LD_DEBUG=bindings with LD_BIND_NOW=1, so every reference is resolved at
@@ -56,8 +56,8 @@ check_export() {
 	diff -u "$BATS_TEST_TMPDIR/map.txt" "$BATS_TEST_TMPDIR/list.txt"
 }
 
-@test "exports: the list has the 67 names" {
-	[ "$(grep -v '^#' "$BATS_TEST_DIRNAME/exports.list" | awk 'NF' | wc -l)" -eq 67 ]
+@test "exports: the list has the 68 names" {
+	[ "$(grep -v '^#' "$BATS_TEST_DIRNAME/exports.list" | awk 'NF' | wc -l)" -eq 68 ]
 }
 
 @test "export socket (bound in sockcheck)" {
@@ -294,6 +294,10 @@ check_export() {
 
 @test "export sendfile64 (bound in sockcheck)" {
 	check_export sendfile64 sockcheck
+}
+
+@test "export splice (bound in sockcheck)" {
+	check_export splice sockcheck
 }
 
 @test "export __read_chk (bound in fortify)" {

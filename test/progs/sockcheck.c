@@ -692,6 +692,7 @@ static void errors(void)
 	R("err.epoll_wait.badfd", epoll_wait(-1, &(struct epoll_event){0}, 1, 0));
 	R("err.sendfile.badfd", sendfile(-1, -1, NULL, 1));
 	R("err.sendfile64.badfd", sendfile64(-1, -1, NULL, 1));
+	R("err.splice.badfd", splice(-1, NULL, -1, NULL, 1, 0));
 	R("err.dup2.badfd", dup2(-1, 100));
 	R("err.dup3.same", dup3(1, 1, 0));
 	R("err.close_range.inverted", close_range(10, 5, 0));

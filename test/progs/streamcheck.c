@@ -219,6 +219,36 @@ static void server(int lfd)
 		say("S late reader total %zu hash %08x end %zd", total, h, r);
 	}
 	close(fd);
+
+	/* 11: splice: an echo through a pipe (socket -> pipe -> socket), then
+	 * a splice out of a non-blocking socket */
+	fd = take(lfd);
+	{
+		int pp[2], fl = fcntl(fd, F_GETFL);
+		size_t total = 0;
+		if (pipe(pp))
+			pp[0] = pp[1] = -1;
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+		r = splice(fd, NULL, pp[1], NULL, 4096, 0);
+		say("S splice empty %zd %s", r, en(r < 0 ? errno : 0));
+		fcntl(fd, F_SETFL, fl);
+		sig(s2c);
+		while ((r = splice(fd, NULL, pp[1], NULL, 65536, 0)) > 0) {
+			ssize_t left = r, w = 0;
+			while (left > 0 && (w = splice(pp[0], NULL, fd, NULL, (size_t)left, 0)) > 0)
+				left -= w;
+			if (left)
+				break;
+			total += (size_t)r;
+		}
+		say("S splice echoed %zu end %zd", total, r);
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+		r = write(pp[1], "tail", 4);
+		say("S splice nonblock out %zd %zd", r, splice(pp[0], NULL, fd, NULL, 4, 0));
+		close(pp[0]);
+		close(pp[1]);
+	}
+	close(fd);
 }
 
 /* ---- client side ---- */
@@ -353,6 +383,23 @@ static void client(void)
 			sent += sizeof(m);
 		}
 		say("C small writes sent %zu", sent);
+	}
+	close(fd);
+
+	/* 11 */
+	fd = dial();
+	await(s2c);
+	{
+		static uint8_t sent_b[40000], back[40100];
+		size_t n = 0;
+		fill(sent_b, sizeof(sent_b), 11);
+		r = write_full(fd, sent_b, sizeof(sent_b));
+		say("C splice sent %zd shutdown %d", r, shutdown(fd, SHUT_WR));
+		while (n < sizeof(back) && (r = read(fd, back + n, sizeof(back) - n)) > 0)
+			n += (size_t)r;
+		say("C splice back %zu same %d tail '%.4s' end %zd", n,
+		    n >= sizeof(sent_b) && !memcmp(sent_b, back, sizeof(sent_b)),
+		    n == sizeof(sent_b) + 4 ? (char *)back + sizeof(sent_b) : "", r);
 	}
 	close(fd);
 }
