@@ -603,9 +603,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 	    const struct timespec *tmo, const sigset_t *mask)
 {
 	struct ep *ep = epc->ep;
-	/* (beyond 30 years: no time-out, and no overflow) */
-	int64_t tmo_ns = !tmo || tmo->tv_sec > 1000000000 ? -1
-							  : (int64_t)tmo->tv_sec * 1000000000 + tmo->tv_nsec;
+	int64_t tmo_ns = event_tmo_ns(tmo);
 	int64_t deadline = 0, wstart = 0;
 
 	if (max <= 0)

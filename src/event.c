@@ -68,6 +68,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	struct conn **cs = n <= EV_SMALL ? cs_small : calloc(n, sizeof(*cs));
 	struct pollfd *ext = n <= EV_SMALL ? ext_small : calloc(3 * n, sizeof(*ext));
 	int64_t deadline = -1; /* the clock is read when a wait begins */
+	int64_t tmo_ns = event_tmo_ns(tmo);
 	int count = 0, rc = 0;
 	struct timespec zero = {0, 0};
 
@@ -128,13 +129,13 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		if (count)
 			break;
 		struct timespec left, *lp = NULL;
-		if (tmo && tmo->tv_sec <= 1000000000) { /* (beyond 30 years: none) */
+		if (tmo_ns >= 0) {
 			int64_t l, now;
-			if (!tmo->tv_sec && !tmo->tv_nsec)
+			if (!tmo_ns)
 				break;
 			now = mono_ns();
 			if (deadline < 0)
-				deadline = now + ts_ns(tmo);
+				deadline = now + tmo_ns;
 			if ((l = deadline - now) <= 0)
 				break;
 			left.tv_sec = l / 1000000000;
@@ -157,7 +158,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 			if (j < m && ext[j].revents)
 				tp_control_event(cs[i]->tp);
 		}
-		if (r == 0 && tmo && deadline - mono_ns() <= 0)
+		if (r == 0 && tmo_ns >= 0 && deadline - mono_ns() <= 0)
 			deadline = mono_ns(); /* one last look, then time out */
 	}
 	for (nfds_t i = 0; i < n; i++)
@@ -175,7 +176,7 @@ int event_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timespec *tmo
 	struct pollfd *p;
 	int n = 0, rc, count = 0;
 	/* (Linux's select() leaves the time not slept in *tmo) */
-	int64_t start = tmo && (tmo->tv_sec || tmo->tv_nsec) && tmo->tv_sec <= 1000000000 ? mono_ns() : 0;
+	int64_t tmo_ns = event_tmo_ns(tmo), start = tmo_ns > 0 ? mono_ns() : 0;
 
 	if (nfds < 0 || nfds > FD_SETSIZE)
 		return -EINVAL;
@@ -222,7 +223,7 @@ int event_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timespec *tmo
 		rc = count;
 	}
 	if (start) {
-		int64_t left = ts_ns(tmo) - (mono_ns() - start);
+		int64_t left = tmo_ns - (mono_ns() - start);
 		if (left < 0)
 			left = 0;
 		tmo->tv_sec = left / 1000000000;

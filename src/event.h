@@ -7,10 +7,18 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <sys/select.h>
 #include <time.h>
 
 #include "compiler.h"
+
+/* A time-out in nanoseconds: -1 for none (NULL, or beyond 30 years, which
+ * also keeps the product from overflowing), else tv_sec * 1e9 + tv_nsec. */
+static inline int64_t event_tmo_ns(const struct timespec *t)
+{
+	return !t || t->tv_sec > 1000000000 ? -1 : (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
 
 /* True when one of the descriptors is a stream carried by RDMA. */
 int event_any_rdma_pollfd(const struct pollfd *fds, nfds_t n);
