@@ -711,8 +711,6 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			return m;
 		if (!internal && k == 0)
 			return 0; /* timed out */
-		if (tmo_ns >= 0 && !internal && deadline - now_ns() <= 0)
-			return 0;
 	}
 }
 

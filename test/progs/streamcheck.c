@@ -239,6 +239,25 @@ static void server(int lfd)
 		struct timespec forever = {.tv_sec = 9223372036, .tv_nsec = 0};
 		r = ppoll(&pf, 1, &forever, NULL);
 		say("S splice ppoll 292 years %zd revents-in %d", r, !!(pf.revents & POLLIN));
+		/* SPLICE_F_NONBLOCK on blocking pipes: into a full one, out of an
+		 * empty one, EAGAIN (and the data stays in the socket) */
+		int pq[2];
+		if (pipe(pq) == 0) {
+			fcntl(pq[1], F_SETFL, O_NONBLOCK);
+			while (write(pq[1], b, sizeof(b)) > 0)
+				;
+			fcntl(pq[1], F_SETFL, 0);
+			r = splice(fd, NULL, pq[1], NULL, 4096, SPLICE_F_NONBLOCK);
+			say("S splice into full pipe %zd %s", r, en(r < 0 ? errno : 0));
+			close(pq[0]);
+			close(pq[1]);
+		}
+		if (pipe(pq) == 0) {
+			r = splice(pq[0], NULL, fd, NULL, 4096, SPLICE_F_NONBLOCK);
+			say("S splice from empty pipe %zd %s", r, en(r < 0 ? errno : 0));
+			close(pq[0]);
+			close(pq[1]);
+		}
 		while ((r = splice(fd, NULL, pp[1], NULL, 65536, 0)) > 0) {
 			ssize_t left = r, w = 0;
 			while (left > 0 && (w = splice(pp[0], NULL, fd, NULL, (size_t)left, 0)) > 0)
