@@ -62,6 +62,7 @@ static void init_run(void)
 	atomic_store_explicit(&rsock_init_state, INIT_RESOLVED, memory_order_release);
 
 	rsock_config.program = program_invocation_short_name;
+	log_fsize_init();
 	config_load(&rsock_config);
 	if (rc)
 		log_error("some libc entry points could not be resolved; those calls fail with ENOSYS");

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -128,6 +129,43 @@ size_t log_format(char *buf, size_t size, const char *fmt, ...)
 	return n;
 }
 
+/* The process's RLIMIT_FSIZE soft limit as far as the library knows it: read
+ * at start-up (log_fsize_init) and followed through the application's
+ * setrlimit/prlimit (src/shim/proc.c), so that checking it costs no system
+ * call. A write beyond it raises SIGXFSZ, which kills, and sandboxed
+ * processes set it to 0 (OpenSSH's pre-authentication child, whose seccomp
+ * filter also kills on most system calls): a log line must never be what
+ * ends the application. */
+static _Atomic uint64_t log_fsize = UINT64_MAX;
+
+void log_fsize_set(uint64_t limit)
+{
+	atomic_store_explicit(&log_fsize, limit, memory_order_relaxed);
+}
+
+void log_fsize_init(void)
+{
+	struct rlimit rl;
+
+	if (syscall(SYS_prlimit64, 0, RLIMIT_FSIZE, NULL, &rl) == 0)
+		log_fsize_set(rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur);
+}
+
+/* Whether n more bytes may be written to fd under that limit. */
+static int log_fits(int fd, size_t n)
+{
+	uint64_t lim = atomic_load_explicit(&log_fsize, memory_order_relaxed);
+	struct stat st;
+
+	if (lim == UINT64_MAX)
+		return 1;
+	if (lim < n)
+		return 0; /* (no system call: a sandbox may forbid it) */
+	if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return 1;
+	return (uint64_t)st.st_size + n <= lim;
+}
+
 int log_open(const char *path)
 {
 	int fd;
@@ -219,6 +257,8 @@ void log_emit(int level, const char *fmt, ...)
 			goto out;
 		fd = 2;
 	}
+	if (!log_fits(fd, n))
+		goto out;
 	while (atomic_flag_test_and_set_explicit(&log_lock, memory_order_acquire))
 		;
 	for (size_t off = 0; off < n;) {

@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "compiler.h"
 
@@ -24,6 +25,11 @@ void log_emit(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 
 /* Set the destination: path NULL means stderr. Returns 0 or -errno (then stderr is used). */
 int log_open(const char *path);
+
+/* RLIMIT_FSIZE: read it now (init), or note the application's new soft
+ * limit (UINT64_MAX: none). Lines that would pass it are not written. */
+void log_fsize_init(void);
+void log_fsize_set(uint64_t limit);
 
 /* The library's own log descriptor, or -1 (stderr). The fd shims protect it. */
 int log_fd_get(void);

@@ -5,6 +5,7 @@
 #include "shim.h"
 
 #include "../handover.h"
+#include "../log.h"
 #include "../transport.h"
 
 RSOCK_EXPORT pid_t fork(void)
@@ -328,4 +329,60 @@ RSOCK_EXPORT int execle(const char *path, const char *arg, ...)
 	envp = va_arg(ap, char **);
 	va_end(ap);
 	return execve(path, argv, envp);
+}
+
+/* ---- RLIMIT_FSIZE ----------------------------------------------------------------
+ * The log writes nothing past the application's file-size limit (log.c):
+ * follow the limit it sets for itself. */
+
+static void fsize_note(int resource, uint64_t cur, int infinite)
+{
+	if (resource == RLIMIT_FSIZE)
+		log_fsize_set(infinite ? UINT64_MAX : cur);
+}
+
+RSOCK_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl)
+{
+	int r;
+
+	shim_active(); /* (resolves the real table) */
+	r = REAL_CALL(setrlimit, resource, rl);
+	if (r == 0)
+		fsize_note((int)resource, rl->rlim_cur, rl->rlim_cur == RLIM_INFINITY);
+	return r;
+}
+
+RSOCK_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rl)
+{
+	int r;
+
+	shim_active();
+	r = REAL_CALL(setrlimit64, resource, rl);
+	if (r == 0)
+		fsize_note((int)resource, rl->rlim_cur, rl->rlim_cur == RLIM64_INFINITY);
+	return r;
+}
+
+RSOCK_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *rl,
+			 struct rlimit *old)
+{
+	int r;
+
+	shim_active();
+	r = REAL_CALL(prlimit, pid, resource, rl, old);
+	if (r == 0 && rl && (pid == 0 || pid == rsock_pid()))
+		fsize_note((int)resource, rl->rlim_cur, rl->rlim_cur == RLIM_INFINITY);
+	return r;
+}
+
+RSOCK_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *rl,
+			   struct rlimit64 *old)
+{
+	int r;
+
+	shim_active();
+	r = REAL_CALL(prlimit64, pid, resource, rl, old);
+	if (r == 0 && rl && (pid == 0 || pid == rsock_pid()))
+		fsize_note((int)resource, rl->rlim_cur, rl->rlim_cur == RLIM64_INFINITY);
+	return r;
 }

@@ -91,6 +91,18 @@ works_with() {
 	grep -q 'info: stats: streams tcp=' ca.log
 }
 
+@test "config: a process that lets no file grow (RLIMIT_FSIZE 0, as OpenSSH's sandbox) is not killed by a log line" {
+	# The stats line at exit would raise SIGXFSZ (the old library's end of
+	# sshd's pre-authentication child): the library follows the limit the
+	# program sets and writes nothing past it.
+	run bounded env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$BATS_TEST_TMPDIR/fs.log" RSOCK_STATS=1 \
+		LD_PRELOAD="$(rsock_preload_value)" "$SOCKCHECK" --fsize0
+	[ "$status" -eq 0 ]
+	[ "$output" = "fsize0: socket fd, connect to port 0 refused" ]
+	grep -q 'librsock .* ready' fs.log
+	! grep -q 'info: stats: ' fs.log
+}
+
 @test "config: RSOCK_LOG_FILE that cannot be opened warns on stderr" {
 	works_with RSOCK_LOG_FILE=/nonexistent-dir/rsock.log
 	grep -q '^rsock\[.*RSOCK_LOG_FILE=/nonexistent-dir/rsock.log' pre.err

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The exported interface of librsock.so: exactly the 68 names of
+# The exported interface of librsock.so: exactly the 72 names of
 # exports.list (plus nothing but rsock_* names), and at run time each libc
 # name used by a program binds to librsock.so under the preload
 # (LD_DEBUG=bindings with LD_BIND_NOW=1, so every reference is resolved at
@@ -56,8 +56,8 @@ check_export() {
 	diff -u "$BATS_TEST_TMPDIR/map.txt" "$BATS_TEST_TMPDIR/list.txt"
 }
 
-@test "exports: the list has the 68 names" {
-	[ "$(grep -v '^#' "$BATS_TEST_DIRNAME/exports.list" | awk 'NF' | wc -l)" -eq 68 ]
+@test "exports: the list has the 72 names" {
+	[ "$(grep -v '^#' "$BATS_TEST_DIRNAME/exports.list" | awk 'NF' | wc -l)" -eq 72 ]
 }
 
 @test "export socket (bound in sockcheck)" {
@@ -298,6 +298,22 @@ check_export() {
 
 @test "export splice (bound in sockcheck)" {
 	check_export splice sockcheck
+}
+
+@test "export setrlimit (bound in sockcheck)" {
+	check_export setrlimit sockcheck
+}
+
+@test "export setrlimit64 (bound in sockcheck)" {
+	check_export setrlimit64 sockcheck
+}
+
+@test "export prlimit (bound in sockcheck)" {
+	check_export prlimit sockcheck
+}
+
+@test "export prlimit64 (bound in sockcheck)" {
+	check_export prlimit64 sockcheck
 }
 
 @test "export __read_chk (bound in fortify)" {

@@ -6,7 +6,7 @@
  * that varies between runs (ports, pids, addresses) is printed, so the output
  * of a plain run and of a run under LD_PRELOAD=librsock.so must be identical.
  *
- * usage: sockcheck [--expect-preload] [--noop] [--close-all] [--threads]
+ * usage: sockcheck [--expect-preload] [--noop] [--close-all] [--fsize0] [--threads]
  *   --expect-preload  also check through the public API (looked up with
  *                     dlsym, so the program runs without the library) that
  *                     connected streams report RSOCK_TRANSPORT_TCP, pipes and
@@ -15,6 +15,7 @@
  *                     stdout; mismatches go to stderr and the exit status.
  *   --noop            exit 0 at once (for LD_DEBUG=bindings with LD_BIND_NOW).
  *   --close-all       only close descriptors 3..4095 one by one, print counts.
+ *   --fsize0          set RLIMIT_FSIZE to 0 (as a sandbox does), make a socket, exit 0.
  *   --threads         only the concurrency scenario: 4 threads open, use, dup
  *                     and close 250 streams each.
  * Exit status: 0, or 1 when a check failed. */
@@ -27,6 +28,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1359,6 +1361,24 @@ int main(int argc, char **argv)
 			return exec_family();
 		} else if (!strcmp(argv[i], "--threads")) {
 			threads = 1;
+		} else if (!strcmp(argv[i], "--fsize0")) {
+			/* What a sandbox does (OpenSSH's pre-authentication
+			 * child): no file may grow. Writing one would raise
+			 * SIGXFSZ; the library's log must not. All four ways to
+			 * set the limit (the same values first). */
+			struct rlimit r;
+			struct rlimit64 r64;
+			if (prlimit64(0, RLIMIT_FSIZE, NULL, &r64) || setrlimit64(RLIMIT_FSIZE, &r64) ||
+			    prlimit(0, RLIMIT_FSIZE, NULL, &r) || prlimit(0, RLIMIT_FSIZE, &r, NULL))
+				return 1;
+			r.rlim_cur = 0;
+			if (setrlimit(RLIMIT_FSIZE, &r))
+				return 1;
+			int fd = socket(AF_INET, SOCK_STREAM, 0);
+			struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+			printf("fsize0: socket %s, connect to port 0 %s\n", fd >= 0 ? "fd" : "bad",
+			       connect(fd, (struct sockaddr *)&a, sizeof(a)) ? "refused" : "made");
+			return 0;
 		} else if (!strcmp(argv[i], "--close-all")) {
 			/* what daemons do: close every descriptor above stderr */
 			int closed = 0, ebadf = 0, other = 0;
@@ -1375,7 +1395,7 @@ int main(int argc, char **argv)
 			printf("close-all: socket after: %s\n", fd >= 3 ? "fd" : "bad");
 			return 0;
 		} else {
-			fprintf(stderr, "usage: sockcheck [--expect-preload] [--noop] [--close-all] [--threads]\n");
+			fprintf(stderr, "usage: sockcheck [--expect-preload] [--noop] [--close-all] [--fsize0] [--threads]\n");
 			return 2;
 		}
 	}
