@@ -572,6 +572,17 @@ static void on_event(struct rdma_cm_event *ev)
 		rdma_destroy_id(doomed);
 }
 
+/* The kernel refused the cm thread a command with EACCES: this process
+ * changed its credentials since it opened the file (tp_creds_stale). The
+ * thread stops watching it (it would be readable for ever). Returns -1. */
+static int creds_stale(const char *what)
+{
+	atomic_store_explicit(&tp_creds_stale, 1, memory_order_relaxed);
+	log_debug("cm: the %s refuses this process since it changed its credentials "
+		  "(setuid, setgid...): new streams stay on TCP", what);
+	return -1;
+}
+
 static void *cm_main(void *arg)
 {
 	struct pollfd p[3] = {{.fd = cm_ch->fd, .events = POLLIN},
@@ -583,11 +594,25 @@ static void *cm_main(void *arg)
 	(void)arg;
 	rsock_guard_enter(); /* this thread's libc calls are the library's own */
 	for (;;) {
-		while (rdma_get_cm_event(cm_ch, &ev) == 0)
+		int rc;
+
+		while (p[0].fd >= 0 && rdma_get_cm_event(cm_ch, &ev) == 0)
 			on_event(ev);
-		while (ucm_get_event(cm_ucm, &uev) == 1)
+		if (p[0].fd >= 0 && errno == EACCES)
+			p[0].fd = creds_stale("rdma_cm channel");
+		while (p[1].fd >= 0 && (rc = ucm_get_event(p[1].fd, &uev)) == 1)
 			if (uev.event == UCM_EVENT_CONNECT_REQUEST)
 				on_beacon_request(&uev);
+		if (p[1].fd >= 0 && rc == -EACCES) {
+			/* Closing the file ends the beacons in the kernel: a
+			 * client's probe is refused at once (a plain peer, to
+			 * it) instead of waiting for an answer that cannot come. */
+			pthread_mutex_lock(&cm_lock);
+			rsock_real.close(cm_ucm);
+			cm_ucm = -1;
+			pthread_mutex_unlock(&cm_lock);
+			p[1].fd = creds_stale("beacons' connection manager");
+		}
 		/* Another process asks for one of our streams (handover.h). */
 		if (p[2].revents)
 			ho_serve();
@@ -1031,6 +1056,11 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		*why = RSOCK_FB_PEER;
 		return 0;
 	}
+	if (atomic_load_explicit(&tp_creds_stale, memory_order_relaxed)) {
+		log_debug("connect: fd %d stays on TCP: this process changed its credentials "
+			  "since it opened the RDMA device", fd);
+		return 0;
+	}
 	if (!(c = calloc(1, sizeof(*c))))
 		return (*why = RSOCK_FB_RESOURCES, 0);
 	memcpy(&c->peer, &peer, sizeof(peer));
@@ -1250,6 +1280,12 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 	ctl_consume(fd, (size_t)rc);
 	if (!bufs) {
 		why = RSOCK_FB_NOT_IMPLEMENTED; /* declined: the stream goes to exec */
+		goto nak;
+	}
+	if (atomic_load_explicit(&tp_creds_stale, memory_order_relaxed)) {
+		log_debug("accept: fd %d stays on TCP: this process changed its credentials "
+			  "since it opened the RDMA device", fd);
+		why = RSOCK_FB_NO_DEVICE;
 		goto nak;
 	}
 

@@ -28,7 +28,10 @@
 
 struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500, .ring_cache = 8};
 
+_Atomic int tp_creds_stale;
+
 static int arm(struct tp *t);
+static int creds_lost(struct tp *t);
 
 static void mem_free(struct tp *t)
 {
@@ -501,6 +504,7 @@ static int64_t mono_ns(void)
 static void wait_event(struct tp *t)
 {
 	struct pollfd p[2];
+	int rc;
 	int64_t start = mono_ns();
 	int64_t budget = tp_spin_budget_ns(atomic_load_explicit(&t->wait_avg_ns, memory_order_relaxed));
 
@@ -518,8 +522,9 @@ static void wait_event(struct tp *t)
 				break;
 		}
 	}
-	if (arm(t)) {
-		t->err = -EIO;
+	if ((rc = arm(t))) {
+		if (rc != -EACCES || !creds_lost(t))
+			t->err = -EIO;
 		return;
 	}
 	/* A completion that arrived before the arming raises no event: look
@@ -567,10 +572,12 @@ int tp_consume(struct tp *t)
 /* Request a completion event unless one is already requested. */
 static int arm(struct tp *t)
 {
+	int rc;
+
 	if (atomic_load_explicit(&t->armed, memory_order_relaxed))
 		return 0;
-	if (ibv_req_notify_cq(t->cq, 0))
-		return -EIO;
+	if ((rc = ibv_req_notify_cq(t->cq, 0)))
+		return rc > 0 ? -rc : errno ? -errno : -EIO;
 	atomic_store_explicit(&t->armed, 1, memory_order_relaxed);
 	return 0;
 }
@@ -778,8 +785,14 @@ static int switch_locked(struct tp *t, int have_total, uint64_t peer_total)
 		while (t->sq_busy && !t->err && !rc) {
 			if (progress(t))
 				continue;
-			if (!t->sig_count && t->sq_busy < TP_SQ_DEPTH && (rc = post_fence(t)))
+			if (!t->sig_count && t->sq_busy < TP_SQ_DEPTH && (rc = post_fence(t))) {
+				/* The device refuses this process (creds_lost): what
+				 * it posted is in the send queue, and the peer waits
+				 * for every byte up to our total (its step 4). */
+				if (rc == -EACCES)
+					rc = 0;
 				break;
+			}
 			if (mono_ms() > deadline)
 				rc = -ETIMEDOUT;
 			else
@@ -847,6 +860,26 @@ static int switch_locked(struct tp *t, int have_total, uint64_t peer_total)
 	if (atomic_load_explicit(&t->watchers, memory_order_relaxed))
 		event_kick();
 	return rc;
+}
+
+/* The kernel refused a verbs command of this process with EACCES: the
+ * process changed its credentials since it opened the device (see
+ * tp_creds_stale). The stream moves to TCP, as for a hand-over; the peer's
+ * RDMA writes still land and are read (polling the completion queue and
+ * posting receives are no commands on soft-RoCE either). Returns 1 when the
+ * stream is switched now, 0 when it cannot be (the caller fails it). Caller
+ * holds the lock. */
+static int creds_lost(struct tp *t)
+{
+	atomic_store_explicit(&tp_creds_stale, 1, memory_order_relaxed);
+	if (tp_switched(t))
+		return 1;
+	if (!t->up || t->peer_version < PROTO_VERSION_SWITCH)
+		return 0;
+	log_debug("fd %d: the RDMA device refuses this process since it changed its credentials "
+		  "(setuid, setgid...): the stream moves to TCP", t->tcp_fd);
+	switch_locked(t, 0, 0);
+	return 1;
 }
 
 /* A process other than the owner uses the stream (a forked child): it gets
@@ -1082,6 +1115,20 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			ring_remote_reserve(&t->peer, n, rs);
 			r = post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), 0);
 		}
+		if (r == -EACCES) {
+			/* Not posted: take the reservation back, and let TCP
+			 * carry these bytes once the stream has moved. */
+			t->peer.tail -= n;
+			if (n > t->max_inline)
+				t->tx.tail -= n;
+			if (creds_lost(t)) {
+				if (done)
+					done += sw_send_rest(t, iov, iovcnt, done, flags);
+				else
+					r = -ESHUTDOWN;
+				break;
+			}
+		}
 		if (r) {
 			t->err = (int)r;
 			break;
@@ -1229,7 +1276,12 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 	if (do_arm && !atomic_load_explicit(&t->armed, memory_order_relaxed)) {
 		/* Arm, then look again: a completion that came before the
 		 * arming raised no event. */
-		if (arm(t) && !t->err)
+		int rc = arm(t);
+		if (rc == -EACCES && creds_lost(t)) {
+			pthread_mutex_unlock(&t->lock);
+			return sw_ready(t, seq);
+		}
+		if (rc && !t->err)
 			t->err = -EIO;
 		if (progress(t))
 			ev = ready_locked(t);
@@ -1370,6 +1422,16 @@ void tp_close(struct tp *t, int abort)
 		/* Like TCP closing with unread data (unless another process may
 		 * hold the socket): the peer sees a reset. */
 		abort = !forked && ho_pre_left(t->pre);
+	} else if (atomic_load_explicit(&tp_creds_stale, memory_order_relaxed) && t->up &&
+		   !t->err && !t->peer_gone) {
+		/* The device refuses this process (creds_lost): FIN and RESET
+		 * cannot be posted. Closing the control connection says it (the
+		 * peer reads what landed, then EOF); what was posted gets a
+		 * moment to go out first. */
+		for (int i = 0; i < 100 && t->sig_count && !t->err; i++) {
+			progress(t);
+			rsock_real.poll(NULL, 0, 1);
+		}
 	} else if (t->up && !t->err && !t->peer_gone) {
 		struct linger lg = {0, 0};
 		socklen_t ll = sizeof(lg);

@@ -35,6 +35,14 @@ struct tp_settings {
 };
 extern struct tp_settings tp_settings RSOCK_HIDDEN;
 
+/* Set once the kernel refused a verbs command of this process with EACCES:
+ * the process changed its credentials (setuid, setgid, setgroups...) after
+ * it opened the RDMA device, and the kernel accepts write()-based commands
+ * (soft-RoCE's post_send and req_notify_cq, every rdma_cm command) only
+ * from the credentials the file was opened with. Its RDMA streams move to
+ * TCP; new streams stay on TCP (cm.c). doc/design.md section 6. */
+extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
+
 /* Adaptive busy-poll (doc/design.md section 9). A waiter that usually gets
  * its event soon (avg_ns: the recent time from starting to wait to the
  * event, an EWMA) spins up to twice that, within [RSOCK_POLL_US,

@@ -272,6 +272,109 @@ CONF
 	rdma_crossed 50
 }
 
+# cpu_ticks PID: user + system clock ticks the process has used.
+cpu_ticks() {
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+@test "credentials: a server that calls setuid after accepting (as rsync's daemon child does) keeps the stream: it moves to TCP, nothing lost" {
+	# The kernel takes write()-based verbs commands (soft-RoCE's post_send,
+	# every rdma_cm command) only from the credentials the device file was
+	# opened with: the old library failed the application's send with EACCES.
+	require_cmd python3 socat
+	local port
+	head -c 3000000 /dev/urandom >data
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) RSOCK_LOG_LEVEL=debug python3 "$BATS_TEST_DIRNAME/privdrop.py" "$ADDR_B" "$port" accept-then-setuid 2
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 60 env $(rsock_env cli1) socat -t 10 - "TCP4:$ADDR_B:$port,bind=$ADDR_A" <data >got1
+	same_file data got1 "the stream the server changed credentials on"
+	stats_rdma cli1.log 1 tx
+	# After that the process's RDMA is gone: the next stream is TCP at once.
+	bounded 60 env $(rsock_env cli2) socat -t 10 - "TCP4:$ADDR_B:$port,bind=$ADDR_A" <data >got2
+	same_file data got2 "the next stream"
+	stats_tcp cli2.log peer
+	wait_bg "$BG_PID" 30
+	grep -q 'the stream moves to TCP' srv.log
+	grep -qE 'stats: streams tcp=1 rdma=1 .* handovers=1' srv.log
+}
+
+@test "credentials: a server that drops privileges after listen() serves librsock clients on TCP at once and does not spin" {
+	require_cmd python3 socat
+	local port t0 t1 c0 c1 pid
+	head -c 1000000 /dev/urandom >data
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) RSOCK_LOG_LEVEL=debug python3 "$BATS_TEST_DIRNAME/privdrop.py" "$ADDR_B" "$port" listen-then-drop 3
+	wait_for_port "$port" 20 "$BG_PID"
+	pid=$(pgrep -P "$BG_PID" | head -n 1) # (start_bg runs it under timeout)
+	for i in 1 2 3; do
+		t0=$(date +%s%N)
+		bounded 60 env $(rsock_env "cli$i") socat -t 10 - "TCP4:$ADDR_B:$port,bind=$ADDR_A" <data >"got$i"
+		t1=$(date +%s%N)
+		echo "# stream $i: $(((t1 - t0) / 1000000)) ms" >&3
+		same_file data "got$i" "stream $i"
+		stats_tcp "cli$i.log" peer
+		# no probe time-out: the closed beacons refuse the probe at once
+		[ $(((t1 - t0) / 1000000)) -lt 1900 ]
+		if [ "$i" = 2 ]; then
+			# between streams the server waits in accept(): the
+			# connection manager's refused file must not spin it
+			c0=$(cpu_ticks "$pid")
+			sleep 2
+			c1=$(cpu_ticks "$pid")
+			echo "# the waiting server used $((c1 - c0)) ticks in 2 s" >&3
+			[ $((c1 - c0)) -lt 50 ]
+		fi
+	done
+	wait_bg "$BG_PID" 30
+	grep -q 'new streams stay on TCP' srv.log
+}
+
+@test "rsync daemon (its child sets uid and gid after accepting): push and pull over librsock, trees equal" {
+	require_cmd rsync
+	local port
+	mkdir src dst
+	for i in $(seq 1 12); do head -c $((i * 40000)) /dev/urandom >"src/f$i"; done
+	printf 'uid = root\ngid = root\nuse chroot = no\n[m]\npath = %s/dst\nread only = no\n' "$PWD" >rs.conf
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) rsync --daemon --no-detach --port "$port" --address "$ADDR_B" --config "$PWD/rs.conf"
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 60 env $(rsock_env push) rsync -a --address="$ADDR_A" src/ "rsync://$ADDR_B:$port/m/"
+	diff -r src dst
+	bounded 60 env $(rsock_env pull) rsync -a --address="$ADDR_A" "rsync://$ADDR_B:$port/m/" back/
+	diff -r src back
+	# each stream began on RDMA and moved to TCP when the daemon's child
+	# changed its credentials
+	stats_rdma push.log 1 tx
+	grep -qE 'stats: .* handovers=1' push.log
+}
+
+@test "sshd (re-exec, privilege separation, seccomp sandbox) serves ssh, with the library logging to a file" {
+	# The sandboxed child forbids files to grow (RLIMIT_FSIZE 0) and kills
+	# itself on most system calls: the old library's stats line at its exit
+	# ended it (SIGXFSZ), and the connection with it.
+	require_cmd ssh ssh-keygen
+	[ -x /usr/sbin/sshd ] || { echo "/usr/sbin/sshd is not installed (openssh-server)" >&2; return 1; }
+	local port
+	mkdir -p /run/sshd
+	ssh-keygen -q -t ed25519 -N '' -f hostkey
+	ssh-keygen -q -t ed25519 -N '' -f userkey
+	cp userkey.pub authorized
+	head -c 2000000 /dev/urandom >data
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) /usr/sbin/sshd -D -e -f /dev/null -p "$port" -o ListenAddress="$ADDR_B" \
+		-h "$PWD/hostkey" -o PidFile=none -o UsePAM=no -o AuthorizedKeysFile="$PWD/authorized" \
+		-o StrictModes=no -o PermitRootLogin=yes
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 60 env $(rsock_env cli) ssh -b "$ADDR_A" -i userkey -p "$port" -o StrictHostKeyChecking=no \
+		-o UserKnownHostsFile=/dev/null -o BatchMode=yes "root@$ADDR_B" sha256sum <data >out 2>ssh.err || {
+		cat ssh.err srv.out srv.err >&2 2>/dev/null
+		false
+	}
+	[ "$(cut -d' ' -f1 out)" = "$(sha256sum <data | cut -d' ' -f1)" ]
+	stats_line cli.log
+}
+
 @test "redis BGSAVE: a forked child that never touches the sockets leaves the parent's RDMA streams intact" {
 	require_cmd redis-server redis-cli
 	local port pid
