@@ -9,7 +9,6 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -81,10 +80,6 @@
 	X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *, char *const *, char *const *), 0) \
 	X(int, system, (const char *), 0)                                                \
 	X(FILE *, popen, (const char *, const char *), 0)                                \
-	X(int, setrlimit, (__rlimit_resource_t, const struct rlimit *), 0)               \
-	X(int, setrlimit64, (__rlimit_resource_t, const struct rlimit64 *), 0)           \
-	X(int, prlimit, (pid_t, __rlimit_resource_t, const struct rlimit *, struct rlimit *), 0) \
-	X(int, prlimit64, (pid_t, __rlimit_resource_t, const struct rlimit64 *, struct rlimit64 *), 0) \
 	X(ssize_t, sendfile, (int, int, off_t *, size_t), 1)                             \
 	X(ssize_t, sendfile64, (int, int, off64_t *, size_t), 0)                         \
 	X(ssize_t, splice, (int, loff_t *, int, loff_t *, size_t, unsigned int), 0)      \

@@ -1,7 +1,10 @@
-/* shim/proc.c - fork and vfork. */
+/* shim/proc.c - fork and vfork, and the RLIMIT_FSIZE the log follows. */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
 #include "shim.h"
 
 #include "../handover.h"
@@ -333,56 +336,45 @@ RSOCK_EXPORT int execle(const char *path, const char *arg, ...)
 
 /* ---- RLIMIT_FSIZE ----------------------------------------------------------------
  * The log writes nothing past the application's file-size limit (log.c):
- * follow the limit it sets for itself. */
+ * follow the limit it sets for itself. These four are called early, by
+ * sanitizer runtimes and other libraries' constructors before the library
+ * is initialised, so they neither initialise it nor use the real table:
+ * they are what glibc does on a 64-bit system, prlimit64() directly (struct
+ * rlimit is struct rlimit64 there). */
 
-static void fsize_note(int resource, uint64_t cur, int infinite)
+_Static_assert(sizeof(struct rlimit) == sizeof(struct rlimit64) &&
+		       sizeof(rlim_t) == sizeof(rlim64_t),
+	       "setrlimit and prlimit are served by prlimit64 on 64-bit systems only");
+
+static int rl_call(pid_t pid, int resource, const void *rl, void *old)
 {
-	if (resource == RLIMIT_FSIZE)
-		log_fsize_set(infinite ? UINT64_MAX : cur);
+	if (syscall(SYS_prlimit64, pid, resource, rl, old) != 0)
+		return -1;
+	if (rl && resource == RLIMIT_FSIZE && (pid == 0 || pid == getpid())) {
+		rlim_t cur = ((const struct rlimit *)rl)->rlim_cur;
+		log_fsize_set(cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)cur);
+	}
+	return 0;
 }
 
 RSOCK_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl)
 {
-	int r;
-
-	shim_active(); /* (resolves the real table) */
-	r = REAL_CALL(setrlimit, resource, rl);
-	if (r == 0)
-		fsize_note((int)resource, rl->rlim_cur, rl->rlim_cur == RLIM_INFINITY);
-	return r;
+	return rl_call(0, (int)resource, rl, NULL);
 }
 
 RSOCK_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rl)
 {
-	int r;
-
-	shim_active();
-	r = REAL_CALL(setrlimit64, resource, rl);
-	if (r == 0)
-		fsize_note((int)resource, rl->rlim_cur, rl->rlim_cur == RLIM64_INFINITY);
-	return r;
+	return rl_call(0, (int)resource, rl, NULL);
 }
 
 RSOCK_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *rl,
 			 struct rlimit *old)
 {
-	int r;
-
-	shim_active();
-	r = REAL_CALL(prlimit, pid, resource, rl, old);
-	if (r == 0 && rl && (pid == 0 || pid == rsock_pid()))
-		fsize_note((int)resource, rl->rlim_cur, rl->rlim_cur == RLIM_INFINITY);
-	return r;
+	return rl_call(pid, (int)resource, rl, old);
 }
 
 RSOCK_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *rl,
 			   struct rlimit64 *old)
 {
-	int r;
-
-	shim_active();
-	r = REAL_CALL(prlimit64, pid, resource, rl, old);
-	if (r == 0 && rl && (pid == 0 || pid == rsock_pid()))
-		fsize_note((int)resource, rl->rlim_cur, rl->rlim_cur == RLIM64_INFINITY);
-	return r;
+	return rl_call(pid, (int)resource, rl, old);
 }
