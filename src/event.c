@@ -81,6 +81,11 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	}
 	for (nfds_t i = 0; i < n; i++) {
 		struct conn *c = fdtab_maybe_tracked(fds[i].fd) ? fdtab_get(fds[i].fd) : NULL;
+		/* An accepted stream settles at its first use, and a wait is
+		 * one: until then its kernel socket holds the client's hello,
+		 * readable where TCP would have nothing (ncat --broker read
+		 * it, got EAGAIN and closed the stream). */
+		conn_settle_maybe(c, fds[i].fd);
 		if (c && (atomic_load(&c->path) != CONN_PATH_RDMA || tp_kernel_only(c->tp))) {
 			conn_unref(c);
 			c = NULL;

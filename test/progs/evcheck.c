@@ -415,6 +415,39 @@ static void server(int lfd)
 	close(fd);
 	close(ep);
 	close(ep3);
+
+	/* 13: a stream accepted but not used yet, waited on behind one in use
+	 * (a broker's select): nothing is readable before its client writes.
+	 * Its RDMA handshake waits for its first use, and its kernel socket
+	 * held the client's hello meanwhile: the library reported it readable,
+	 * the read said EAGAIN, and ncat --broker closed the stream. */
+	{
+		int a = take(lfd), b2, n;
+		struct pollfd p[2];
+		fd_set rs;
+		struct timeval tv = {0, 200000};
+		b2 = accept(lfd, NULL, NULL); /* (no transport check: that is a use) */
+		FD_ZERO(&rs);
+		FD_SET(a, &rs);
+		FD_SET(b2, &rs);
+		n = select((a > b2 ? a : b2) + 1, &rs, NULL, NULL, &tv);
+		say("S13 select idle: %d", n);
+		p[0] = (struct pollfd){.fd = a, .events = POLLIN};
+		p[1] = (struct pollfd){.fd = b2, .events = POLLIN};
+		say("S13 poll idle: %d", poll(p, 2, 200));
+		sig(s2c);
+		FD_ZERO(&rs);
+		FD_SET(a, &rs);
+		FD_SET(b2, &rs);
+		tv = (struct timeval){5, 0};
+		n = select((a > b2 ? a : b2) + 1, &rs, NULL, NULL, &tv);
+		say("S13 select data: %d first %d second %d", n, FD_ISSET(a, &rs) != 0, FD_ISSET(b2, &rs) != 0);
+		say("S13 read %zd", read(b2, b, sizeof(b)));
+		check_transport(b2, "server");
+		sig(s2c);
+		close(a);
+		close(b2);
+	}
 }
 
 /* ---- client ---- */
@@ -546,6 +579,16 @@ static void client(void)
 	fd = dial();
 	await(s2c);
 	close(fd);
+
+	/* 13 */
+	{
+		int a = dial(), b2 = dial();
+		await(s2c);
+		say("C13 write %zd", write(b2, "late", 4));
+		await(s2c);
+		close(a);
+		close(b2);
+	}
 }
 
 int main(int argc, char **argv)
