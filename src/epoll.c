@@ -563,7 +563,7 @@ static int spin(struct ep *ep, int64_t start)
 	int found = 0;
 	unsigned rounds = 0;
 
-	if (!budget || ep->n_rdma > EP_SPIN_MAX_STREAMS)
+	if (!budget || !ep->n_rdma || ep->n_rdma > EP_SPIN_MAX_STREAMS)
 		return 0;
 	end = start + budget;
 	/* The clock is read every 4th round: where it is not a vDSO read (a
@@ -612,7 +612,13 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		return -EINVAL;
 	pthread_mutex_lock(&ep->lock);
 	convert(ep, epfd);
-	if (!ep->n_rdma || ep->kfd < 0 || ep->owner != rsock_pid()) {
+	/* Once the instance has our helpers in its kernel set (the kick, the
+	 * bell, the streams' tagged descriptors), the kernel's answer must
+	 * pass through here even when no RDMA stream is left: a pending kick
+	 * handed to the application raw is a pointer it takes for its own data
+	 * (haproxy crashed on one after its last RDMA stream moved to TCP and
+	 * closed). */
+	if (ep->kfd < 0 || ep->owner != rsock_pid()) {
 		pthread_mutex_unlock(&ep->lock);
 		return EP_PASS;
 	}

@@ -448,6 +448,34 @@ static void server(int lfd)
 		close(a);
 		close(b2);
 	}
+
+	/* 14: the instance's last stream changes hands (a splice into it while
+	 * it is non-blocking moves an RDMA stream to TCP, which wakes every
+	 * epoll instance) and is closed: the instance then reports the pipe
+	 * it also holds, with the application's data and nothing else (the
+	 * previous library handed its own wake-up to the application, a
+	 * pointer that haproxy took for a descriptor and crashed on). */
+	{
+		int p[2], q[2];
+		fd = take(lfd);
+		nonblock(fd);
+		ep = epoll_create1(0);
+		add(ep, fd, EPOLLIN, 1);
+		if (pipe(p) || pipe(q))
+			abort();
+		add(ep, p[0], EPOLLIN, 7);
+		say("S14 write pipe %zd", write(p[1], "x", 1));
+		say("S14 write q %zd", write(q[1], "abc", 3));
+		say("S14 splice %zd", splice(q[0], NULL, fd, NULL, 3, SPLICE_F_NONBLOCK));
+		close(fd);
+		say("S14 after close: %s", ew(ep, 100));
+		sig(s2c);
+		close(ep);
+		close(p[0]);
+		close(p[1]);
+		close(q[0]);
+		close(q[1]);
+	}
 }
 
 /* ---- client ---- */
@@ -589,6 +617,12 @@ static void client(void)
 		close(a);
 		close(b2);
 	}
+
+	/* 14 */
+	fd = dial();
+	await(s2c);
+	say("C14 read %zd", read_full(fd, b, 3));
+	close(fd);
 }
 
 int main(int argc, char **argv)

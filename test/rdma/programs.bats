@@ -110,6 +110,42 @@ PY
 	stats_only_rdma cli.log
 }
 
+@test "haproxy (tcp mode, splice-auto) in front of an echo server: three 10 MB round trips through two RDMA streams each" {
+	# splice() on a non-blocking RDMA stream hands it to TCP first; the
+	# kick that wakes the epoll instances was then handed to haproxy as an
+	# event of its own once no RDMA stream was left, and it crashed on it.
+	require_cmd haproxy socat
+	local fport bport
+	head -c 10000000 /dev/urandom >data
+	bport=$(free_port)
+	start_bg be env $(rsock_env be) socat "TCP4-LISTEN:$bport,bind=$ADDR_A,reuseaddr,fork" EXEC:cat
+	wait_for_port "$bport" 20 "$BG_PID"
+	fport=$(free_port)
+	cat >hap.cfg <<CFG
+global
+  maxconn 100
+defaults
+  mode tcp
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+frontend f
+  bind $ADDR_B:$fport
+  option splice-auto
+  default_backend b
+backend b
+  server s1 $ADDR_A:$bport
+CFG
+	start_bg hap env $(rsock_env hap) haproxy -db -f hap.cfg
+	wait_for_port "$fport" 20 "$BG_PID"
+	for i in 1 2 3; do
+		bounded 120 env $(rsock_env "cli$i") socat -t 30 - "TCP4:$ADDR_B:$fport,bind=$ADDR_A" <data >"got$i"
+		same_file data "got$i" "round trip $i through haproxy"
+		stats_only_rdma "cli$i.log"
+	done
+	kill -0 "$BG_PID" # haproxy is still there
+}
+
 @test "lighttpd (sendfile backend) serves two 10 MB files on one keep-alive connection to curl over RDMA" {
 	require_cmd lighttpd curl
 	local port
