@@ -45,6 +45,7 @@ struct ep_item {
 	uint32_t events;
 	epoll_data_t data;
 	uint64_t seen;           /* EPOLLET: the stream's event count when last reported */
+	uint64_t scanned;        /* the ep_wait call that last reported it (ep->scan_gen) */
 	struct ep_item *self;    /* key of hp */
 };
 
@@ -58,6 +59,9 @@ struct ep {
 	struct ep_item *items, *tags, *ready;
 	unsigned n_rdma, n_watch;
 	uint64_t conv_seen;
+	uint64_t scan_gen;       /* numbers the ep_wait calls */
+	_Atomic unsigned waiters; /* threads in (or just back from) the kernel wait */
+	struct ep_item *dead;    /* removed while a waiter may hold their tags (cnext) */
 };
 
 static pthread_mutex_t ep_glock = PTHREAD_MUTEX_INITIALIZER;
@@ -260,13 +264,24 @@ static void item_unhook(struct ep *ep, struct ep_item *it)
 }
 
 /* Unlink it from ep (caller holds ep->lock) and from its conn's list
- * (caller holds ep_glock). The caller drops it->c and frees it. */
-static void item_remove(struct ep *ep, struct ep_item *it)
+ * (caller holds ep_glock). Returns 1 when the caller must drop it->c and free
+ * it; 0 when it is kept on ep->dead: another thread is in the kernel wait
+ * and may come back with its tags, which must be recognised (and dropped)
+ * rather than handed to the application as its data, and must not name
+ * memory a new item took. The last waiter frees it (waiter_leave). Its
+ * stream reference is not kept (a close must not wait for a sleeper): the
+ * caller drops *drop, outside the locks. */
+static int item_remove(struct ep *ep, struct ep_item *it, struct conn **drop)
 {
 	struct ep_item **pp;
+	int defer = it->rdma && (it->efd >= 0 || it->cfd >= 0) && ep->owner == rsock_pid();
 
 	if (it->rdma) {
 		item_unhook(ep, it);
+		/* After the kernel dropped its tags: a thread that enters the
+		 * wait from now on cannot get them, one that entered before
+		 * is counted. */
+		defer = defer && atomic_load(&ep->waiters);
 		ep->n_rdma--;
 	} else {
 		ep->n_watch--;
@@ -280,12 +295,54 @@ static void item_remove(struct ep *ep, struct ep_item *it)
 			break;
 		}
 	bell_update(ep);
+	if (!defer)
+		return 1;
+	*drop = it->c;
+	it->c = NULL;
+	it->cnext = ep->dead;
+	ep->dead = it;
+	return 0;
 }
 
 static void item_free(struct ep_item *it)
 {
 	conn_unref(it->c);
 	free(it);
+}
+
+/* Free a chain of ep->dead (linked by cnext). No lock held. */
+static void dead_free(struct ep_item *it)
+{
+	struct ep_item *next;
+
+	for (; it; it = next) {
+		next = it->cnext;
+		item_free(it);
+	}
+}
+
+/* A waiter is done with what the kernel gave it. Returns the removed items
+ * nobody can hold a tag of any more, for dead_free() after the unlock.
+ * Caller holds ep->lock. A thread that enters the wait later cannot get
+ * their tags: they left the kernel set before it entered. */
+static struct ep_item *waiter_leave(struct ep *ep)
+{
+	struct ep_item *d = NULL;
+
+	if (atomic_fetch_sub(&ep->waiters, 1) == 1) {
+		d = ep->dead;
+		ep->dead = NULL;
+	}
+	return d;
+}
+
+/* Whether tag is one of a removed item's tags (caller holds ep->lock). */
+static int dead_tag(const struct ep *ep, const void *tag)
+{
+	for (const struct ep_item *it = ep->dead; it; it = it->cnext)
+		if (tag == (const void *)it)
+			return 1;
+	return 0;
 }
 
 /* A shadow for epfd, with its conn referenced, or NULL. create: make one
@@ -321,6 +378,7 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 	int path, rc = 0;
 	int undecided;
 	struct ep_item *gone = NULL;
+	struct conn *drop = NULL;
 
 	if (op == EPOLL_CTL_ADD)
 		conn_settle_maybe(sc, fd);
@@ -345,16 +403,15 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 	HASH_FIND_INT(ep->items, &fd, it);
 	if (it && it->c != sc) {
 		/* The number was reused behind our back: the old one is gone. */
-		item_remove(ep, it);
-		gone = it;
+		if (item_remove(ep, it, &drop))
+			gone = it;
 		it = NULL;
 	}
 	if (it && !it->rdma) {
 		/* A kernel registration kept for conversion. */
 		if (rsock_real.epoll_ctl(epfd, op, fd, ev)) {
 			rc = -errno;
-		} else if (op == EPOLL_CTL_DEL) {
-			item_remove(ep, it);
+		} else if (op == EPOLL_CTL_DEL && item_remove(ep, it, &drop)) {
 			gone = it;
 		}
 		goto out;
@@ -451,8 +508,8 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 			rc = -ENOENT;
 			break;
 		}
-		item_remove(ep, it);
-		gone = it;
+		if (item_remove(ep, it, &drop))
+			gone = it;
 		break;
 	}
 out:
@@ -461,6 +518,7 @@ out:
 	pthread_mutex_unlock(&ep_glock);
 	if (gone)
 		item_free(gone);
+	conn_unref(drop);
 	conn_unref(epc);
 	return rc;
 }
@@ -499,12 +557,14 @@ static void convert(struct ep *ep, int epfd)
 }
 
 /* Report what is ready on the ready list, at most max events. Items that
- * stay ready (level-triggered, or no room left) go to *keep, not back to the
- * ready list, so that a second scan in the same call reports none twice.
+ * stay ready (level-triggered, or no room left) stay on the ready list, the
+ * ones reported marked with gen (the ep_wait call), so that a second scan in
+ * the same call reports none twice. Nothing leaves the list but under
+ * ep->lock: another thread may remove any item while this one sleeps.
  * Caller holds ep->lock. Returns the number of events written. */
-static int scan(struct ep *ep, struct epoll_event *evs, int max, struct ep_item **keep)
+static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen)
 {
-	struct ep_item *list = ep->ready, *it, *tmp;
+	struct ep_item *list = ep->ready, *keep = NULL, *it, *tmp;
 	int n = 0;
 
 	ep->ready = NULL;
@@ -515,6 +575,10 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, struct ep_item 
 		int report;
 
 		DL_DELETE(list, it);
+		if (it->scanned == gen) {
+			DL_APPEND(keep, it); /* reported by this call already */
+			continue;
+		}
 		it->on_ready = 0;
 		if (it->disabled)
 			continue;
@@ -525,7 +589,7 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, struct ep_item 
 		if (!report)
 			continue; /* armed by tp_ready: the next event brings it back */
 		if (n == max) {
-			DL_APPEND(*keep, it); /* no room: next time */
+			DL_APPEND(keep, it); /* no room: next time */
 			it->on_ready = 1;
 			continue;
 		}
@@ -535,10 +599,12 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, struct ep_item 
 		if (it->events & EPOLLONESHOT)
 			it->disabled = 1;
 		else if (!(it->events & EPOLLET)) {
-			DL_APPEND(*keep, it); /* level-triggered: look again next time */
+			DL_APPEND(keep, it); /* level-triggered: look again next time */
 			it->on_ready = 1;
+			it->scanned = gen;
 		}
 	}
+	DL_CONCAT(ep->ready, keep);
 	return n;
 }
 
@@ -605,6 +671,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 	struct ep *ep = epc->ep;
 	int64_t tmo_ns = event_tmo_ns(tmo);
 	int64_t deadline = 0, wstart = 0;
+	uint64_t gen;
 
 	if (max <= 0)
 		return -EINVAL;
@@ -622,18 +689,17 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		pthread_mutex_unlock(&ep->lock);
 		return EP_PASS;
 	}
+	gen = ++ep->scan_gen;
 	pthread_mutex_unlock(&ep->lock);
 	for (;;) {
 		int n, k, m, internal = 0;
 		int64_t left = -1;
-		struct ep_item *keep = NULL;
-
+		struct ep_item *gone;
 
 		pthread_mutex_lock(&ep->lock);
 		convert(ep, epfd);
-		n = scan(ep, evs, max, &keep);
+		n = scan(ep, evs, max, gen);
 		if (n == max) {
-			DL_CONCAT(ep->ready, keep);
 			bell_update(ep);
 			pthread_mutex_unlock(&ep->lock);
 			if (wstart)
@@ -656,13 +722,15 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		}
 		if (left != 0 && spin(ep, wstart))
 			continue; /* a stream moved: report it */
+		atomic_fetch_add(&ep->waiters, 1);
 		k = kwait(ep->kfd, evs + n, max - n, left, mask);
 		if (k < 0) {
 			int e = errno;
 			pthread_mutex_lock(&ep->lock);
-			DL_CONCAT(ep->ready, keep);
+			gone = waiter_leave(ep);
 			bell_update(ep);
 			pthread_mutex_unlock(&ep->lock);
+			dead_free(gone);
 			return n ? n : -e;
 		}
 		/* Keep the application's events, act on our tags. */
@@ -689,6 +757,10 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			if (ctl)
 				tag = (char *)tag - 1;
 			HASH_FIND(hp, ep->tags, &tag, sizeof(tag), it);
+			if (!it && ep->dead && dead_tag(ep, tag)) {
+				internal++; /* removed while we slept */
+				continue;
+			}
 			if (it && ctl) {
 				tp_control_event(it->c->tp);
 				ready_add(ep, it);
@@ -707,10 +779,11 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		}
 		/* Streams that just woke up are reported with the rest. */
 		if (internal && m < max)
-			m += scan(ep, evs + m, max - m, &keep);
-		DL_CONCAT(ep->ready, keep);
+			m += scan(ep, evs + m, max - m, gen);
+		gone = waiter_leave(ep);
 		bell_update(ep);
 		pthread_mutex_unlock(&ep->lock);
+		dead_free(gone);
 		if (wstart && (m || (!internal && k == 0)))
 			tp_wait_note(&ep->wait_avg_ns, now_ns() - wstart);
 		if (m)
@@ -723,12 +796,19 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 void ep_conn_closed(struct conn *c)
 {
 	struct ep_item *it, *gone = NULL;
+	struct conn *drop = NULL;
+	int drops = 0;
 
 	pthread_mutex_lock(&ep_glock);
 	while ((it = c->ep_items)) {
 		struct ep *ep = it->ep;
 		pthread_mutex_lock(&ep->lock);
-		item_remove(ep, it); /* unlinks it from c->ep_items */
+		/* (item_remove unlinks it from c->ep_items.) */
+		if (!item_remove(ep, it, &drop)) {
+			pthread_mutex_unlock(&ep->lock);
+			drops++; /* a waiter of ep frees it; drop == c */
+			continue;
+		}
 		pthread_mutex_unlock(&ep->lock);
 		it->next = gone;
 		gone = it;
@@ -739,26 +819,34 @@ void ep_conn_closed(struct conn *c)
 		gone = it->next;
 		item_free(it);
 	}
+	while (drops--)
+		conn_unref(drop);
 }
 
 void ep_destroy(struct ep *ep)
 {
 	struct ep_item *it, *tmp, *gone = NULL;
+	struct conn *drop = NULL;
 
 	pthread_mutex_lock(&ep_glock);
 	pthread_mutex_lock(&ep->lock);
+	/* No waiter: each holds a reference of the instance's conn. */
+	atomic_store(&ep->waiters, 0);
 	HASH_ITER(hh, ep->items, it, tmp)
 	{
-		item_remove(ep, it);
+		item_remove(ep, it, &drop); /* returns 1 with no waiter */
 		it->next = gone;
 		gone = it;
 	}
+	tmp = ep->dead;
+	ep->dead = NULL;
 	pthread_mutex_unlock(&ep->lock);
 	pthread_mutex_unlock(&ep_glock);
 	while ((it = gone)) {
 		gone = it->next;
 		item_free(it);
 	}
+	dead_free(tmp);
 	if (ep->bell >= 0)
 		rsock_real.close(ep->bell);
 	if (ep->kfd >= 0)

@@ -5,7 +5,11 @@
  *   2. 8 threads, each with its own connection, 2000 echo round trips each;
  *   3. close() from another thread while one is blocked in recv(): as with
  *      TCP, the blocked call keeps the stream and still gets the peer's data;
- *   4. shutdown(SHUT_RD) from another thread wakes a blocked recv() with 0.
+ *   4. shutdown(SHUT_RD) from another thread wakes a blocked recv() with 0;
+ *   5. one thread waits in epoll_wait() and reads while another takes the
+ *      stream out of the instance and puts it back (EPOLL_CTL_DEL, ADD), and
+ *      the peer keeps writing: the waiter gets only the application's own
+ *      events (never a foreign data word) and every byte.
  *
  * usage: threadcheck SERVER_ADDR CLIENT_ADDR [PORT]; output: one line per
  * observation (server's, then client's). With RSOCK_EXPECT_TRANSPORT=N every
@@ -17,12 +21,14 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -143,6 +149,70 @@ static void *blocked_recv(void *arg)
 	return NULL;
 }
 
+/* ---- 5: epoll_wait against EPOLL_CTL_DEL/ADD from another thread ---- */
+#define CHURN_MSGS 4000
+#define CHURN_LEN 16
+#define CHURN_DATA 0x5eedf00dULL
+
+struct churn {
+	int fd, ep;
+	_Atomic int done;
+	size_t bytes;
+	unsigned foreign;
+};
+
+static void *churn_wait(void *arg)
+{
+	struct churn *k = arg;
+	struct epoll_event ev[8];
+	char b[4096];
+
+	while (!k->done) {
+		int n = epoll_wait(k->ep, ev, 8, 20);
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.u64 != CHURN_DATA) {
+				k->foreign++;
+				continue;
+			}
+			for (;;) {
+				ssize_t r = recv(k->fd, b, sizeof(b), MSG_DONTWAIT);
+				if (r > 0) {
+					k->bytes += (size_t)r;
+					continue;
+				}
+				if (r == 0)
+					k->done = 1;
+				break;
+			}
+		}
+	}
+	return NULL;
+}
+
+static void churn(int fd)
+{
+	struct churn k = {.fd = fd, .ep = epoll_create1(EPOLL_CLOEXEC)};
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = CHURN_DATA};
+	pthread_t t;
+	unsigned cycles = 0, bad = 0;
+
+	epoll_ctl(k.ep, EPOLL_CTL_ADD, fd, &ev);
+	pthread_create(&t, NULL, churn_wait, &k);
+	while (!k.done) {
+		bad += epoll_ctl(k.ep, EPOLL_CTL_DEL, fd, NULL) != 0;
+		/* Let other allocations take the freed memory. */
+		free(malloc(200));
+		sched_yield();
+		bad += epoll_ctl(k.ep, EPOLL_CTL_ADD, fd, &ev) != 0;
+		cycles++;
+	}
+	pthread_join(t, NULL);
+	say("S5 epoll churn: foreign events %u, bytes %zu, failed ctl calls %u%s", k.foreign, k.bytes,
+	    bad, cycles ? "" : ", no cycles");
+	close(k.ep);
+	close(fd);
+}
+
 static void server(int lfd)
 {
 	int fd;
@@ -184,6 +254,9 @@ static void server(int lfd)
 		close(fd);
 		sig(s2c);
 	}
+
+	/* 5 */
+	churn(take(lfd));
 }
 
 static void client(void)
@@ -212,6 +285,20 @@ static void client(void)
 
 	fd = dial();
 	await(s2c);
+	close(fd);
+
+	fd = dial();
+	{
+		char b[CHURN_LEN];
+		int wrote = 1;
+		memset(b, 'c', sizeof(b));
+		for (int i = 0; i < CHURN_MSGS && wrote; i++) {
+			wrote = write(fd, b, sizeof(b)) == (ssize_t)sizeof(b);
+			if (i % 8 == 0)
+				usleep(100);
+		}
+		say("C5 wrote %d", wrote ? CHURN_MSGS * CHURN_LEN : -1);
+	}
 	close(fd);
 }
 

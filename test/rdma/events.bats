@@ -186,7 +186,7 @@ CONF
 	rm -rf "$PG"
 }
 
-@test "threadcheck: full duplex from two threads, 8 threads on 8 sockets, close and shutdown under a blocked recv" {
+@test "threadcheck: full duplex from two threads, 8 threads on 8 sockets, close and shutdown under a blocked recv, epoll_wait against DEL and ADD from another thread" {
 	differential threadcheck
 }
 
