@@ -197,3 +197,134 @@ CFG
 	stats_only_rdma sub.log
 	stats_only_rdma pub.log
 }
+
+# backend_http PORT DIR: python3's http.server (librsock) serving DIR on ADDR_A:PORT.
+backend_http() {
+	start_bg backend env $(rsock_env backend) python3 -m http.server --bind "$ADDR_A" --directory "$2" "$1"
+	wait_for_port "$1" 20 "$BG_PID"
+}
+
+@test "varnish (thread pools, its epoll waiter) caches 10 MB from http.server: a miss, two hits, then wrk, over RDMA" {
+	require_cmd varnishd curl wrk python3
+	local port bport i
+	mkdir www
+	head -c 10000000 /dev/urandom >www/blob
+	bport=$(free_port)
+	backend_http "$bport" www
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) varnishd -F -j none -a "$ADDR_B:$port" -b "$ADDR_A:$bport" \
+		-s malloc,64m -n "$PWD/varnish" -p thread_pools=2
+	wait_for_port "$port" 60 "$BG_PID"
+	for i in 1 2 3; do
+		bounded 60 env $(rsock_env cli) curl -sS --interface "$ADDR_A" -o got "http://$ADDR_B:$port/blob"
+		same_file www/blob got "fetch $i through varnish"
+		stats_only_rdma cli.log
+		stats_rdma cli.log 10000000 rx
+	done
+	bounded 60 env $(rsock_env wrk) wrk -t 2 -c 16 -d 2s "http://$ADDR_B:$port/blob" >wrk.txt 2>&1 ||
+		{ cat wrk.txt >&2; false; }
+	grep -qE '^Requests/sec' wrk.txt
+	! grep -qE 'Non-2xx|Socket errors' wrk.txt
+	stats_only_rdma wrk.log
+}
+
+@test "MariaDB (a thread per connection) with mysqlslap -c 8 and a 4 MB result over RDMA" {
+	require_cmd mariadbd mariadb-install-db mysqlslap mariadb
+	local port
+	port=$(free_port)
+	bounded 120 mariadb-install-db --no-defaults --datadir="$PWD/db" --user=root \
+		--auth-root-authentication-method=normal >install.txt 2>&1 || { cat install.txt >&2; false; }
+	start_bg srv env $(rsock_env srv) mariadbd --no-defaults --datadir="$PWD/db" --socket="$PWD/my.sock" \
+		--port="$port" --bind-address="$ADDR_B" --user=root --skip-grant-tables --pid-file="$PWD/my.pid"
+	wait_for_port "$port" 60 "$BG_PID"
+	bounded 120 env $(rsock_env slap) mysqlslap --protocol=tcp -h "$ADDR_B" -P "$port" -u root \
+		--concurrency=8 --iterations=2 --number-of-queries=1000 --auto-generate-sql \
+		--auto-generate-sql-load-type=mixed >slap.txt 2>&1 || { cat slap.txt >&2; false; }
+	grep -q 'Average number of seconds' slap.txt
+	stats_only_rdma slap.log
+	echo "select sha2(repeat('x', 1000000), 256), length(repeat('y', 4000000)), repeat('z', 4000000);" >q.sql
+	bounded 60 env $(rsock_env cli) mariadb --protocol=tcp -h "$ADDR_B" -P "$port" -u root -N \
+		--max-allowed-packet=64M <q.sql >q.txt
+	# sha2 of a million x's, then 4,000,000 and the 4 MB column.
+	[ "$(cut -f1,2 q.txt)" = "$(printf '%s\t4000000' "$(head -c 1000000 /dev/zero | tr '\0' x | sha256sum | cut -d' ' -f1)")" ]
+	[ "$(cut -f3 q.txt | tr -d '\n' | wc -c)" = 4000000 ]
+	stats_only_rdma cli.log
+	stats_rdma cli.log 4000000 rx
+}
+
+@test "nghttpd and h2load: HTTP/2, 4 connections with 4 streams each, 12 x 3 MB over RDMA" {
+	require_cmd nghttpd h2load
+	local port
+	mkdir www
+	head -c 3000000 /dev/urandom >www/blob
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) nghttpd --no-tls -d "$PWD/www" -a "$ADDR_B" "$port"
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 120 env $(rsock_env cli) h2load -n 12 -c 4 -m 4 "http://$ADDR_B:$port/blob" >h2.txt 2>&1 ||
+		{ cat h2.txt >&2; false; }
+	cat h2.txt
+	grep -q '12 succeeded' h2.txt
+	grep -q 'status codes: 12 2xx' h2.txt
+	stats_only_rdma cli.log
+	stats_rdma cli.log 36000000 rx
+}
+
+@test "stunnel4 (TLS) in front of http.server, and tinyproxy forwarding to it: 10 MB through each, client and back-end legs on RDMA" {
+	require_cmd stunnel4 tinyproxy curl openssl python3
+	local bport sport pport pid
+	mkdir www
+	head -c 10000000 /dev/urandom >www/blob
+	bport=$(free_port)
+	backend_http "$bport" www
+	bounded 60 openssl req -x509 -newkey rsa:2048 -nodes -keyout k.pem -out c.pem -days 1 -subj /CN=t 2>/dev/null
+	sport=$(free_port)
+	printf 'foreground = yes\npid =\n[h]\naccept = %s:%s\nconnect = %s:%s\ncert = %s/c.pem\nkey = %s/k.pem\n' \
+		"$ADDR_B" "$sport" "$ADDR_A" "$bport" "$PWD" "$PWD" >st.conf
+	start_bg stunnel env $(rsock_env stunnel) stunnel4 "$PWD/st.conf"
+	pid=$BG_PID
+	wait_for_port "$sport" 20 "$pid"
+	bounded 60 env $(rsock_env cli) curl -sS -k --interface "$ADDR_A" -o got "https://$ADDR_B:$sport/blob"
+	same_file www/blob got "HTTPS through stunnel4"
+	stats_only_rdma cli.log
+	stats_rdma cli.log 10000000 rx
+	# stunnel4 exits cleanly on SIGTERM: its counters cover both legs.
+	kill -TERM "$pid"
+	wait_bg "$pid" 20 || true
+	stats_only_rdma stunnel.log
+	stats_rdma stunnel.log 10000000 rx
+	pport=$(free_port)
+	printf 'Port %s\nListen %s\nAllow %s\nMaxClients 20\nLogLevel Error\n' "$pport" "$ADDR_B" "$ADDR_A" >tp.conf
+	start_bg tinyproxy env $(rsock_env tinyproxy) tinyproxy -d -c "$PWD/tp.conf"
+	pid=$BG_PID
+	wait_for_port "$pport" 20 "$pid"
+	bounded 60 env $(rsock_env cli2) curl -sS --interface "$ADDR_A" -x "http://$ADDR_B:$pport" \
+		-o got2 "http://$ADDR_A:$bport/blob"
+	same_file www/blob got2 "HTTP through tinyproxy"
+	stats_only_rdma cli2.log
+	stats_rdma cli2.log 10000000 rx
+	kill -TERM "$pid"
+	wait_bg "$pid" 20 || true
+	stats_only_rdma tinyproxy.log
+	stats_rdma tinyproxy.log 10000000 rx
+}
+
+@test "gunicorn -w 2 (pre-fork workers) answers two 10 MB requests over RDMA" {
+	require_cmd gunicorn curl
+	local port
+	head -c 10000000 /dev/urandom >blob
+	cat >app.py <<'PY'
+import os
+blob = open(os.environ["BLOB"], "rb").read()
+def app(env, start):
+    start("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(len(blob)))])
+    return [blob]
+PY
+	port=$(free_port)
+	start_bg srv env BLOB="$PWD/blob" $(rsock_env srv) gunicorn -w 2 -b "$ADDR_B:$port" --chdir "$PWD" app:app
+	wait_for_port "$port" 30 "$BG_PID"
+	bounded 60 env $(rsock_env cli) curl -sS --interface "$ADDR_A" -o got1 "http://$ADDR_B:$port/" -o got2 "http://$ADDR_B:$port/"
+	same_file blob got1 "first request"
+	same_file blob got2 "second request"
+	stats_only_rdma cli.log
+	stats_rdma cli.log 20000000 rx
+}
