@@ -61,8 +61,19 @@ struct ep {
 	uint64_t conv_seen;
 	uint64_t scan_gen;       /* numbers the ep_wait calls */
 	_Atomic unsigned waiters; /* threads in (or just back from) the kernel wait */
-	struct ep_item *dead;    /* removed while a waiter may hold their tags (cnext) */
+	struct ep_dead *dead;    /* tags of items removed while a thread waited */
+	unsigned dead_n;
 };
+
+/* A removed item's tag, remembered while threads wait (item_remove). The
+ * hash keeps insertion order: its head is the oldest. */
+struct ep_dead {
+	UT_hash_handle hh;
+	void *tag;
+};
+
+/* At most this many per instance; past it the oldest are forgotten. */
+#define EP_DEAD_MAX 65536
 
 static pthread_mutex_t ep_glock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t ep_conv_gen;
@@ -263,25 +274,74 @@ static void item_unhook(struct ep *ep, struct ep_item *it)
 		rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_DEL, it->cfd, NULL);
 }
 
+/* Forget the oldest n remembered tags (all: n = dead_n). Caller holds
+ * ep->lock. */
+static void dead_forget(struct ep *ep, unsigned n)
+{
+	struct ep_dead *d, *tmp;
+
+	HASH_ITER(hh, ep->dead, d, tmp)
+	{
+		if (!n--)
+			break;
+		HASH_DEL(ep->dead, d);
+		free(d);
+		ep->dead_n--;
+	}
+}
+
+/* Remember a removed item's tag (see item_remove). Caller holds ep->lock. */
+static void dead_add(struct ep *ep, const struct ep_item *it)
+{
+	void *tag = (void *)it;
+	struct ep_dead *d;
+
+	HASH_FIND_PTR(ep->dead, &tag, d);
+	if (d) { /* the address came back and went again: it is the newest */
+		HASH_DEL(ep->dead, d);
+		ep->dead_n--;
+	} else if (!(d = malloc(sizeof(*d)))) {
+		log_warn_rl("epoll: no memory to remember a removed stream's tag");
+		return;
+	}
+	if (ep->dead_n >= EP_DEAD_MAX)
+		dead_forget(ep, 1);
+	d->tag = tag;
+	ep_oom = 0;
+	HASH_ADD_PTR(ep->dead, tag, d);
+	if (ep_oom) {
+		free(d);
+		log_warn_rl("epoll: no memory to remember a removed stream's tag");
+		return;
+	}
+	ep->dead_n++;
+}
+
 /* Unlink it from ep (caller holds ep->lock) and from its conn's list
- * (caller holds ep_glock). Returns 1 when the caller must drop it->c and free
- * it; 0 when it is kept on ep->dead: another thread is in the kernel wait
- * and may come back with its tags, which must be recognised (and dropped)
- * rather than handed to the application as its data, and must not name
- * memory a new item took. The last waiter frees it (waiter_leave). Its
- * stream reference is not kept (a close must not wait for a sleeper): the
- * caller drops *drop, outside the locks. */
-static int item_remove(struct ep *ep, struct ep_item *it, struct conn **drop)
+ * (caller holds ep_glock). The caller drops it->c and frees it.
+ *
+ * Another thread may be back from the kernel wait with the item's tags in
+ * its buffer, not yet under ep->lock: those must be recognised (and dropped)
+ * rather than handed to the application as its data. While any thread is in
+ * the wait, the tags of removed items are remembered (dead_tag), until the
+ * last waiter leaves or EP_DEAD_MAX later removals have pushed them out: a
+ * thread between the kernel's answer and the lock has taken the lock long
+ * before (256 were too few: under ASan a thread that loops DEL/ADD took the
+ * unfair mutex over 256 times while the waiter queued for it). The memory
+ * is freed at once (a close never waits for a sleeper): a new item at the
+ * same address that receives a stale tag is only looked at once more. */
+static void item_remove(struct ep *ep, struct ep_item *it)
 {
 	struct ep_item **pp;
-	int defer = it->rdma && (it->efd >= 0 || it->cfd >= 0) && ep->owner == rsock_pid();
 
 	if (it->rdma) {
 		item_unhook(ep, it);
-		/* After the kernel dropped its tags: a thread that enters the
-		 * wait from now on cannot get them, one that entered before
-		 * is counted. */
-		defer = defer && atomic_load(&ep->waiters);
+		/* Read after the kernel dropped the tags: a thread that enters
+		 * the wait from now on cannot get them, one that entered
+		 * before is counted. */
+		if ((it->efd >= 0 || it->cfd >= 0) && ep->owner == rsock_pid() &&
+		    atomic_load(&ep->waiters))
+			dead_add(ep, it);
 		ep->n_rdma--;
 	} else {
 		ep->n_watch--;
@@ -295,13 +355,6 @@ static int item_remove(struct ep *ep, struct ep_item *it, struct conn **drop)
 			break;
 		}
 	bell_update(ep);
-	if (!defer)
-		return 1;
-	*drop = it->c;
-	it->c = NULL;
-	it->cnext = ep->dead;
-	ep->dead = it;
-	return 0;
 }
 
 static void item_free(struct ep_item *it)
@@ -310,39 +363,21 @@ static void item_free(struct ep_item *it)
 	free(it);
 }
 
-/* Free a chain of ep->dead (linked by cnext). No lock held. */
-static void dead_free(struct ep_item *it)
+/* A waiter is done with what the kernel gave it: when it was the last, no
+ * thread can hold a removed item's tag any more. Caller holds ep->lock. */
+static void waiter_leave(struct ep *ep)
 {
-	struct ep_item *next;
-
-	for (; it; it = next) {
-		next = it->cnext;
-		item_free(it);
-	}
+	if (atomic_fetch_sub(&ep->waiters, 1) == 1 && ep->dead_n)
+		dead_forget(ep, ep->dead_n);
 }
 
-/* A waiter is done with what the kernel gave it. Returns the removed items
- * nobody can hold a tag of any more, for dead_free() after the unlock.
- * Caller holds ep->lock. A thread that enters the wait later cannot get
- * their tags: they left the kernel set before it entered. */
-static struct ep_item *waiter_leave(struct ep *ep)
+/* Whether tag is a removed item's (caller holds ep->lock). */
+static int dead_tag(struct ep *ep, void *tag)
 {
-	struct ep_item *d = NULL;
+	struct ep_dead *d;
 
-	if (atomic_fetch_sub(&ep->waiters, 1) == 1) {
-		d = ep->dead;
-		ep->dead = NULL;
-	}
-	return d;
-}
-
-/* Whether tag is one of a removed item's tags (caller holds ep->lock). */
-static int dead_tag(const struct ep *ep, const void *tag)
-{
-	for (const struct ep_item *it = ep->dead; it; it = it->cnext)
-		if (tag == (const void *)it)
-			return 1;
-	return 0;
+	HASH_FIND_PTR(ep->dead, &tag, d);
+	return d != NULL;
 }
 
 /* A shadow for epfd, with its conn referenced, or NULL. create: make one
@@ -378,7 +413,6 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 	int path, rc = 0;
 	int undecided;
 	struct ep_item *gone = NULL;
-	struct conn *drop = NULL;
 
 	if (op == EPOLL_CTL_ADD)
 		conn_settle_maybe(sc, fd);
@@ -403,15 +437,16 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 	HASH_FIND_INT(ep->items, &fd, it);
 	if (it && it->c != sc) {
 		/* The number was reused behind our back: the old one is gone. */
-		if (item_remove(ep, it, &drop))
-			gone = it;
+		item_remove(ep, it);
+		gone = it;
 		it = NULL;
 	}
 	if (it && !it->rdma) {
 		/* A kernel registration kept for conversion. */
 		if (rsock_real.epoll_ctl(epfd, op, fd, ev)) {
 			rc = -errno;
-		} else if (op == EPOLL_CTL_DEL && item_remove(ep, it, &drop)) {
+		} else if (op == EPOLL_CTL_DEL) {
+			item_remove(ep, it);
 			gone = it;
 		}
 		goto out;
@@ -508,8 +543,8 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 			rc = -ENOENT;
 			break;
 		}
-		if (item_remove(ep, it, &drop))
-			gone = it;
+		item_remove(ep, it);
+		gone = it;
 		break;
 	}
 out:
@@ -518,7 +553,6 @@ out:
 	pthread_mutex_unlock(&ep_glock);
 	if (gone)
 		item_free(gone);
-	conn_unref(drop);
 	conn_unref(epc);
 	return rc;
 }
@@ -694,7 +728,6 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 	for (;;) {
 		int n, k, m, internal = 0;
 		int64_t left = -1;
-		struct ep_item *gone;
 
 		pthread_mutex_lock(&ep->lock);
 		convert(ep, epfd);
@@ -727,10 +760,9 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		if (k < 0) {
 			int e = errno;
 			pthread_mutex_lock(&ep->lock);
-			gone = waiter_leave(ep);
+			waiter_leave(ep);
 			bell_update(ep);
 			pthread_mutex_unlock(&ep->lock);
-			dead_free(gone);
 			return n ? n : -e;
 		}
 		/* Keep the application's events, act on our tags. */
@@ -757,7 +789,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			if (ctl)
 				tag = (char *)tag - 1;
 			HASH_FIND(hp, ep->tags, &tag, sizeof(tag), it);
-			if (!it && ep->dead && dead_tag(ep, tag)) {
+			if (!it && ep->dead_n && dead_tag(ep, tag)) {
 				internal++; /* removed while we slept */
 				continue;
 			}
@@ -780,10 +812,9 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		/* Streams that just woke up are reported with the rest. */
 		if (internal && m < max)
 			m += scan(ep, evs + m, max - m, gen);
-		gone = waiter_leave(ep);
+		waiter_leave(ep);
 		bell_update(ep);
 		pthread_mutex_unlock(&ep->lock);
-		dead_free(gone);
 		if (wstart && (m || (!internal && k == 0)))
 			tp_wait_note(&ep->wait_avg_ns, now_ns() - wstart);
 		if (m)
@@ -796,19 +827,12 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 void ep_conn_closed(struct conn *c)
 {
 	struct ep_item *it, *gone = NULL;
-	struct conn *drop = NULL;
-	int drops = 0;
 
 	pthread_mutex_lock(&ep_glock);
 	while ((it = c->ep_items)) {
 		struct ep *ep = it->ep;
 		pthread_mutex_lock(&ep->lock);
-		/* (item_remove unlinks it from c->ep_items.) */
-		if (!item_remove(ep, it, &drop)) {
-			pthread_mutex_unlock(&ep->lock);
-			drops++; /* a waiter of ep frees it; drop == c */
-			continue;
-		}
+		item_remove(ep, it); /* unlinks it from c->ep_items */
 		pthread_mutex_unlock(&ep->lock);
 		it->next = gone;
 		gone = it;
@@ -819,34 +843,29 @@ void ep_conn_closed(struct conn *c)
 		gone = it->next;
 		item_free(it);
 	}
-	while (drops--)
-		conn_unref(drop);
 }
 
 void ep_destroy(struct ep *ep)
 {
 	struct ep_item *it, *tmp, *gone = NULL;
-	struct conn *drop = NULL;
 
 	pthread_mutex_lock(&ep_glock);
 	pthread_mutex_lock(&ep->lock);
-	/* No waiter: each holds a reference of the instance's conn. */
-	atomic_store(&ep->waiters, 0);
 	HASH_ITER(hh, ep->items, it, tmp)
 	{
-		item_remove(ep, it, &drop); /* returns 1 with no waiter */
+		item_remove(ep, it);
 		it->next = gone;
 		gone = it;
 	}
-	tmp = ep->dead;
-	ep->dead = NULL;
 	pthread_mutex_unlock(&ep->lock);
 	pthread_mutex_unlock(&ep_glock);
 	while ((it = gone)) {
 		gone = it->next;
 		item_free(it);
 	}
-	dead_free(tmp);
+	pthread_mutex_lock(&ep->lock);
+	dead_forget(ep, ep->dead_n);
+	pthread_mutex_unlock(&ep->lock);
 	if (ep->bell >= 0)
 		rsock_real.close(ep->bell);
 	if (ep->kfd >= 0)
