@@ -666,7 +666,11 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 
 	if (sa_is_loopback(addr) || len > sizeof(ss))
 		return;
+	memset(&ss, 0, sizeof(ss));
 	memcpy(&ss, addr, len);
+	/* A listener on ::ffff:a.b.c.d (Java binds so) hears IPv4 clients,
+	 * whose probes name the AF_INET address: so does its beacon. */
+	sa_unmap(&ss);
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return;
@@ -688,8 +692,9 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 	rc = ucm_listen(cm_ucm, (struct sockaddr *)&ss, sa_len((struct sockaddr *)&ss),
 			(uintptr_t)b, &b->kid, 128);
 	if (rc == -EADDRINUSE) {
-		memcpy(&ss, addr, len);
-		rc = ucm_listen(cm_ucm, (struct sockaddr *)&ss, len, (uintptr_t)b, &b->kid, 128);
+		memcpy(&ss, &b->addr, sizeof(ss));
+		rc = ucm_listen(cm_ucm, (struct sockaddr *)&ss, sa_len((struct sockaddr *)&ss),
+				(uintptr_t)b, &b->kid, 128);
 	}
 	if (rc) {
 		log_debug("no beacon on port %u (%d): its streams stay on TCP", sa_port(addr), rc);
