@@ -1388,3 +1388,13 @@ nak:
 	send_nak(fd, why, deadline);
 	return why;
 }
+
+void cm_fork_lock(void)
+{
+	pthread_mutex_lock(&cm_lock);
+}
+
+void cm_fork_unlock(void)
+{
+	pthread_mutex_unlock(&cm_lock);
+}

@@ -873,3 +873,13 @@ void ep_destroy(struct ep *ep)
 	pthread_mutex_destroy(&ep->lock);
 	free(ep);
 }
+
+void ep_fork_lock(void)
+{
+	pthread_mutex_lock(&ep_glock);
+}
+
+void ep_fork_unlock(void)
+{
+	pthread_mutex_unlock(&ep_glock);
+}

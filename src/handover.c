@@ -623,3 +623,13 @@ void ho_adopt_env(void)
 	}
 	free(copy);
 }
+
+void ho_fork_lock(void)
+{
+	pthread_mutex_lock(&ho_lock);
+}
+
+void ho_fork_unlock(void)
+{
+	pthread_mutex_unlock(&ho_lock);
+}

@@ -82,6 +82,11 @@ int ho_request(struct ho_rec *rec, struct ho_pre **pre);
  * child may still hold). */
 extern _Atomic unsigned ho_forks RSOCK_HIDDEN;
 
+/* Around fork() (shim/proc.c): the registry's lock is held across it, so
+ * that no child inherits it held by a thread it does not have. */
+void ho_fork_lock(void);
+void ho_fork_unlock(void);
+
 /* ---- exec ---- */
 /* Before an exec: the environment for the new image, envp plus HO_ENV naming
  * the prefixes of the sockets that survive it (which prepare() switched).

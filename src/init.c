@@ -4,18 +4,22 @@
 #include "build-config.h"
 #endif
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cm.h"
 #include "config.h"
+#include "epoll.h"
 #include "fdtab.h"
 #include "handover.h"
 #include "init.h"
 #include "log.h"
 #include "real.h"
 #include "stats.h"
+#include "transport.h"
 
 _Atomic int rsock_init_state = INIT_NONE;
 __thread int rsock_in_lib __attribute__((tls_model("initial-exec")));
@@ -51,6 +55,44 @@ static void pid_cache_init(void)
 	munmap(m, len);
 }
 
+/* Around every fork (pthread_atfork, so also glibc's own, as daemon()'s):
+ * each global lock another thread of ours may hold (the cm thread takes
+ * cm_lock and ho_lock on every turn) is taken, in the lock order
+ * (doc/design.md section 10), so that no child inherits one held by a
+ * thread it does not have (nginx's workers, forked while the master's cm
+ * thread answered a probe, waited for ho_lock for ever). Registered at
+ * start-up, before the application's own handlers: ours run last before
+ * the fork and first after it, so theirs never run with our locks held. */
+static void fork_prepare(void)
+{
+	ep_fork_lock();
+	cm_fork_lock();
+	ho_fork_lock();
+	tp_fork_lock();
+	fdtab_fork_prepare();
+	log_fork_lock();
+}
+
+static void fork_parent(void)
+{
+	log_fork_unlock();
+	fdtab_fork_parent();
+	tp_fork_unlock();
+	ho_fork_unlock();
+	cm_fork_unlock();
+	ep_fork_unlock();
+}
+
+static void fork_child(void)
+{
+	log_fork_unlock();
+	fdtab_fork_child();
+	tp_fork_unlock();
+	ho_fork_unlock();
+	cm_fork_unlock();
+	ep_fork_unlock();
+}
+
 static void init_run(void)
 {
 	int prev = rsock_guard_enter();
@@ -67,6 +109,8 @@ static void init_run(void)
 	if (rc)
 		log_error("some libc entry points could not be resolved; those calls fail with ENOSYS");
 	fdtab_init();
+	if (pthread_atfork(fork_prepare, fork_parent, fork_child))
+		log_warn("pthread_atfork failed: a fork while another thread is in the library may hang the child");
 	if (log_fd_get() >= 0)
 		fdtab_reserve(log_fd_get());
 	if (!rc)

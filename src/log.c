@@ -273,3 +273,14 @@ void log_emit(int level, const char *fmt, ...)
 out:
 	errno = saved;
 }
+
+void log_fork_lock(void)
+{
+	while (atomic_flag_test_and_set_explicit(&log_lock, memory_order_acquire))
+		;
+}
+
+void log_fork_unlock(void)
+{
+	atomic_flag_clear_explicit(&log_lock, memory_order_release);
+}

@@ -1496,3 +1496,13 @@ void tp_close(struct tp *t, int abort)
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
+
+void tp_fork_lock(void)
+{
+	pthread_mutex_lock(&set_lock);
+}
+
+void tp_fork_unlock(void)
+{
+	pthread_mutex_unlock(&set_lock);
+}

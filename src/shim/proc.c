@@ -13,21 +13,12 @@
 
 RSOCK_EXPORT pid_t fork(void)
 {
-	pid_t pid;
-	int saved;
-
 	if (!shim_active())
 		return REAL_CALL(fork);
 	atomic_fetch_add(&ho_forks, 1); /* our streams may now be held elsewhere too */
-	fdtab_fork_prepare();
-	pid = rsock_real.fork();
-	saved = errno;
-	if (pid == 0)
-		fdtab_fork_child();
-	else
-		fdtab_fork_parent();
-	errno = saved;
-	return pid;
+	/* The library's locks are taken across the fork by the handlers
+	 * init.c registers with pthread_atfork. */
+	return rsock_real.fork();
 }
 
 /* vfork cannot be wrapped by a C function: the child would return from our
