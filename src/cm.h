@@ -83,8 +83,8 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out);
  * hand-over requests of other processes, handover.h). 0 or -errno. */
 int cm_service_start(void);
 
-/* Around fork() (shim/proc.c): cm_lock is held across it (the cm thread
- * takes it; a child inheriting it held would wait for ever). */
+/* For init.c's pthread_atfork handlers: cm_lock is held across fork() (the
+ * cm thread takes it; a child inheriting it held would wait for ever). */
 void cm_fork_lock(void);
 void cm_fork_unlock(void);
 

@@ -51,7 +51,8 @@ void ep_destroy(struct ep *ep);
  * undecided convert their kernel registration at their next wait. */
 void ep_stream_converted(void);
 
-/* Around fork() (shim/proc.c): the global epoll lock is held across it. */
+/* For init.c's pthread_atfork handlers: the global epoll lock is held
+ * across fork(). */
 void ep_fork_lock(void);
 void ep_fork_unlock(void);
 

@@ -82,8 +82,8 @@ int ho_request(struct ho_rec *rec, struct ho_pre **pre);
  * child may still hold). */
 extern _Atomic unsigned ho_forks RSOCK_HIDDEN;
 
-/* Around fork() (shim/proc.c): the registry's lock is held across it, so
- * that no child inherits it held by a thread it does not have. */
+/* For init.c's pthread_atfork handlers: the registry's lock is held across
+ * fork(), so that no child inherits it held by a thread it does not have. */
 void ho_fork_lock(void);
 void ho_fork_unlock(void);
 

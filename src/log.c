@@ -259,8 +259,7 @@ void log_emit(int level, const char *fmt, ...)
 	}
 	if (!log_fits(fd, n))
 		goto out;
-	while (atomic_flag_test_and_set_explicit(&log_lock, memory_order_acquire))
-		;
+	log_fork_lock();
 	for (size_t off = 0; off < n;) {
 		long w = syscall(SYS_write, fd, line + off, n - off);
 		if (w < 0 && errno == EINTR)
@@ -269,7 +268,7 @@ void log_emit(int level, const char *fmt, ...)
 			break;
 		off += (size_t)w;
 	}
-	atomic_flag_clear_explicit(&log_lock, memory_order_release);
+	log_fork_unlock();
 out:
 	errno = saved;
 }

@@ -65,7 +65,8 @@ int log_ratelimit_ok(struct log_ratelimit *rl, unsigned burst);
 			log_emit(LOG_WARN, __VA_ARGS__);               \
 	} while (0)
 
-/* Around fork() (shim/proc.c): the log's lock is held across it. */
+/* The log's writer lock (a spin flag; log_emit holds it around its write),
+ * also held across fork() by init.c's pthread_atfork handlers. */
 void log_fork_lock(void);
 void log_fork_unlock(void);
 

@@ -251,7 +251,8 @@ int tp_shutdown_wr(struct tp *t);
  * (bounded) for posted writes to complete, then destroys everything. */
 void tp_close(struct tp *t, int abort);
 
-/* Around fork() (shim/proc.c): the ring cache's lock is held across it. */
+/* For init.c's pthread_atfork handlers: the ring cache's lock is held
+ * across fork(). */
 void tp_fork_lock(void);
 void tp_fork_unlock(void);
 

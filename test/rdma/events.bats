@@ -28,11 +28,6 @@ rps() {
 	tr '\r' '\n' <"$1" | grep -oE '^(SET|GET): [0-9.]+ requests per second' | tr '\n' ' '
 }
 
-# rsock_env NAME: the environment of a librsock process whose stats go to NAME.log.
-rsock_env() {
-	echo RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/$1.log" LD_PRELOAD="$(rsock_preload_value)"
-}
-
 @test "redis: redis-server with redis-cli and redis-benchmark (-P 16 too) over RDMA" {
 	require_cmd redis-server redis-cli redis-benchmark
 	local port

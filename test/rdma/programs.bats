@@ -20,11 +20,6 @@ teardown() {
 	stop_all_bg
 }
 
-# rsock_env NAME: the environment of a librsock process whose stats go to NAME.log.
-rsock_env() {
-	echo RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/$1.log" LD_PRELOAD="$(rsock_preload_value)"
-}
-
 @test "socat: a forking TCP-LISTEN server with EXEC:cat echoes 10 MB over RDMA (select, fork after accept)" {
 	require_cmd socat
 	local port

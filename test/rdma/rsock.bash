@@ -44,6 +44,12 @@ rdma_pkts() {
 	fi
 }
 
+# rsock_env NAME: the environment of a librsock process whose stats and log
+# go to NAME.log (for `env $(rsock_env NAME) PROGRAM ...`).
+rsock_env() {
+	echo RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/$1.log" LD_PRELOAD="$(rsock_preload_value)"
+}
+
 # rdma_snapshot / rdma_crossed MIN: at least MIN packets crossed an RDMA
 # device since the snapshot (the device's own witness, not ours).
 rdma_snapshot() {
