@@ -485,6 +485,8 @@ static void on_connect_request(struct rdma_cm_event *ev)
 		if (p && p->ctx == ev->id->verbs && tp_create_qp(p->tp, ev->id) == 0) {
 			struct rdma_conn_param cp;
 			tp_conn_param(&cp, NULL, 0);
+			cp.qp_num = tp_own_qp_num(p->tp); /* 0: the QP is the id's */
+			log_debug("accept: request for a pending stream, %s QP", cp.qp_num ? "its own" : "the id's");
 			ev->id->context = p;
 			if (rdma_accept(ev->id, &cp) == 0) {
 				p->state = PEND_ACCEPTING;
@@ -1324,9 +1326,14 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 	why = RSOCK_FB_PEER;
 	if (ctl_write(fd, buf, PROTO_HELLO_ACK_LEN, deadline))
 		goto unlist;
-	/* The CQ now, while the client resolves and makes its QP, rather than
-	 * in the cm thread when its request comes (which would retry it). */
-	tp_create_cq(p.tp);
+	/* CQ and QP now, while the client resolves and connects, rather than
+	 * in the cm thread when its request comes: the thread then only moves
+	 * the QP on and accepts (if the request comes first, the thread makes
+	 * the QP on its id as before). */
+	if (l->id->port_num)
+		tp_prepare_qp(p.tp, l->id->port_num);
+	else
+		tp_create_cq(p.tp);
 
 	/* Wait for the data connection, or the client's cancel, or its end. */
 	for (;;) {

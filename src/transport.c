@@ -259,19 +259,16 @@ int tp_create_cq(struct tp *t)
 	return rc;
 }
 
-int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
+/* Create t's QP (on id with rdma_create_qp, which moves it to INIT; or, id
+ * NULL, with ibv_create_qp on the stream's PD, left in RESET), the largest
+ * inline size the device takes. Under t->lock. 0 or -errno. */
+static int qp_new(struct tp *t, struct rdma_cm_id *id)
 {
-	struct ibv_qp_init_attr attr;
 	static const uint32_t inline_try[] = {256, 128, 64, 0};
-	int rc;
+	struct ibv_qp_init_attr attr;
+	struct ibv_qp *qp = NULL;
+	int rc = -ENOMEM;
 
-	if (t->qp)
-		return t->id == id ? 0 : -EINVAL;
-	if (id->verbs != t->pd->context)
-		return -EINVAL;
-	if ((rc = tp_create_cq(t)))
-		return rc;
-	rc = -ENOMEM;
 	for (size_t i = 0; i < RSOCK_ARRAY_SIZE(inline_try); i++) {
 		memset(&attr, 0, sizeof(attr));
 		attr.qp_type = IBV_QPT_RC;
@@ -281,7 +278,7 @@ int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
 		attr.cap.max_send_sge = 1;
 		attr.cap.max_recv_sge = 1;
 		attr.cap.max_inline_data = inline_try[i];
-		if (rdma_create_qp(id, t->pd, &attr) == 0) {
+		if (id ? rdma_create_qp(id, t->pd, &attr) == 0 : (qp = ibv_create_qp(t->pd, &attr)) != NULL) {
 			rc = 0;
 			break;
 		}
@@ -289,16 +286,126 @@ int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
 	}
 	if (rc)
 		return rc;
-	t->qp = id->qp;
+	t->qp = id ? id->qp : qp;
+	t->own_qp = !id;
 	t->max_inline = attr.cap.max_inline_data;
+	return 0;
+}
+
+static void qp_destroy(struct tp *t)
+{
+	if (!t->qp)
+		return;
+	if (t->own_qp)
+		ibv_destroy_qp(t->qp);
+	else
+		rdma_destroy_qp(t->id);
+	t->qp = NULL;
+	t->own_qp = 0;
+}
+
+static int post_recvs(struct tp *t)
+{
+	int rc;
+
 	for (int i = 0; i < TP_RQ_DEPTH; i++)
-		if ((rc = post_recv(t))) {
-			rdma_destroy_qp(id); /* a later call starts anew */
-			t->qp = NULL;
+		if ((rc = post_recv(t)))
 			return rc;
-		}
+	return 0;
+}
+
+int tp_prepare_qp(struct tp *t, uint8_t port_num)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = port_num,
+				.qp_access_flags = IBV_ACCESS_REMOTE_WRITE};
+	struct ibv_port_attr pa;
+	int rc;
+
+	if ((rc = tp_create_cq(t)))
+		return rc;
+	pthread_mutex_lock(&t->lock);
+	if (t->qp) { /* the request came first: the cm thread made it on its id */
+		pthread_mutex_unlock(&t->lock);
+		return 0;
+	}
+	if ((rc = qp_new(t, NULL)) == 0) {
+		if (ibv_modify_qp(t->qp, &a,
+				  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+			rc = errno ? -errno : -EINVAL;
+		else
+			rc = post_recvs(t);
+		if (rc)
+			qp_destroy(t);
+	}
+	t->qp_ib = ibv_query_port(t->pd->context, port_num, &pa) == 0 &&
+		   pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+/* The passive side's own QP, made ahead by tp_prepare_qp, takes the
+ * connection request on id: INIT again with the request's attributes, RTR,
+ * RTS (what rdma_accept does to a QP made on the id). Under t->lock. */
+static int qp_attach(struct tp *t, struct rdma_cm_id *id)
+{
+	struct ibv_qp_attr a;
+	int mask;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	if (rdma_init_qp_attr(id, &a, &mask) || ibv_modify_qp(t->qp, &a, mask))
+		return errno ? -errno : -EINVAL;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	if (rdma_init_qp_attr(id, &a, &mask))
+		return errno ? -errno : -EINVAL;
+	if (t->qp_ib) /* librdmacm's work-around: the RoCE-only bits 21-24 */
+		mask &= ~0xe00000;
+	a.max_dest_rd_atomic = 0; /* no RDMA READ in this protocol */
+	if (ibv_modify_qp(t->qp, &a, mask))
+		return errno ? -errno : -EINVAL;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	if (rdma_init_qp_attr(id, &a, &mask))
+		return errno ? -errno : -EINVAL;
+	a.max_rd_atomic = 0;
+	if (ibv_modify_qp(t->qp, &a, mask))
+		return errno ? -errno : -EINVAL;
 	t->id = id;
 	return 0;
+}
+
+int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
+{
+	int rc;
+
+	if (id->verbs != t->pd->context)
+		return -EINVAL;
+	if ((rc = tp_create_cq(t)))
+		return rc;
+	pthread_mutex_lock(&t->lock);
+	if (t->qp) {
+		if (t->own_qp && !t->id)
+			rc = qp_attach(t, id);
+		else
+			rc = t->id == id ? 0 : -EINVAL;
+		pthread_mutex_unlock(&t->lock);
+		return rc;
+	}
+	if ((rc = qp_new(t, id)) == 0) {
+		t->id = id;
+		if ((rc = post_recvs(t))) {
+			qp_destroy(t); /* a later call starts anew */
+			t->id = NULL;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+uint32_t tp_own_qp_num(const struct tp *t)
+{
+	return t->own_qp && t->qp ? t->qp->qp_num : 0;
 }
 
 void tp_conn_param(struct rdma_conn_param *p, const void *priv, uint8_t priv_len)
@@ -1462,12 +1569,11 @@ void tp_close(struct tp *t, int abort)
 	}
 	pthread_mutex_unlock(&t->lock);
 
-	if (t->id) {
+	if (t->id)
 		rdma_disconnect(t->id);
-		rdma_destroy_qp(t->id);
+	qp_destroy(t);
+	if (t->id)
 		rdma_destroy_id(t->id);
-		t->qp = NULL;
-	}
 	if (t->ch)
 		rdma_destroy_event_channel(t->ch);
 	if (t->cq)

@@ -80,6 +80,8 @@ struct tp {
 	struct ibv_comp_channel *cc;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
+	int own_qp;                  /* qp made by tp_prepare_qp, not on the id */
+	int qp_ib;                   /* its port's link layer is InfiniBand */
 
 	void *mem;                   /* rx ring then tx staging ring, one allocation */
 	size_t mem_len;
@@ -183,9 +185,22 @@ int tp_create_cq(struct tp *t);
 
 /* Create CQ (if needed) and QP on id, whose device must be the stream's,
  * and post the receives; id may be bound only (its route resolved later).
- * 0 also when t already has its QP on id. Returns 0 or -errno; on success
- * t owns id's QP (not the id itself). */
+ * 0 also when t already has its QP on id. When tp_prepare_qp made the QP
+ * ahead, id is a connection request's: the QP is moved to RTS with its
+ * attributes. Under t->lock. Returns 0 or -errno; on success t owns the QP
+ * (not the id itself). */
 int tp_create_qp(struct tp *t, struct rdma_cm_id *id);
+
+/* The passive side's QP made ahead of the connection request, on the
+ * stream's PD with ibv_create_qp (with the CQ if needed), moved to INIT on
+ * port_num and given its receives: the cm thread then only moves it on
+ * (tp_create_qp) when the request comes, instead of creating it while the
+ * client waits. 0 (also when the QP is there already) or -errno. */
+int tp_prepare_qp(struct tp *t, uint8_t port_num);
+
+/* The number of the QP made by tp_prepare_qp, for rdma_accept's parameters
+ * (rdma_cm does not own that QP), or 0 when the QP is the id's. */
+uint32_t tp_own_qp_num(const struct tp *t);
 
 /* Fill the rdma_cm connection parameters both sides use. */
 void tp_conn_param(struct rdma_conn_param *p, const void *priv, uint8_t priv_len);
