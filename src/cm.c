@@ -885,7 +885,8 @@ int cm_drop_stale_ack(int fd)
 struct cm_client {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id; /* bound to the local address; becomes the data id */
-	struct sockaddr_storage local, peer;
+	struct sockaddr_storage local, peer; /* local: the tuple the probe announced */
+	int64_t probed_ms;     /* when the beacon answered */
 	struct tp *tp;
 	uint64_t token;
 	int fd; /* the application's socket */
@@ -1047,7 +1048,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		    enum rsock_fallback_reason *why)
 {
 	struct cm_client *c;
-	struct sockaddr_storage peer, bound;
+	struct sockaddr_storage peer, bound, src;
 	socklen_t bl = sizeof(bound);
 	int rc;
 
@@ -1105,8 +1106,18 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		    sa_port((struct sockaddr *)&bound) == 0)
 			goto plain;
 	}
+	memcpy(&src, &c->local, sizeof(src));
 	memcpy(&c->local, &bound, sizeof(bound));
 	sa_unmap(&c->local);
+	if (sa_is_any((struct sockaddr *)&c->local)) {
+		/* Bound to the wildcard address with a port (dig binds
+		 * 0.0.0.0:0, which takes a port at once): the kernel picks the
+		 * route's source at connect(), and the beacon must record that
+		 * address, not 0.0.0.0. cm_client_finish checks the guess. */
+		uint16_t port = sa_port((struct sockaddr *)&c->local);
+		memcpy(&c->local, &src, sizeof(src));
+		sa_set_port((struct sockaddr *)&c->local, port);
+	}
 	c->fd = fd;
 	rc = probe(c, sa_port((struct sockaddr *)&bound), bufs);
 	if (rc != 1) {
@@ -1125,11 +1136,39 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		return 0;
 	}
 	getrandom(&c->token, sizeof(c->token), 0);
+	c->probed_ms = now_ms();
 	*state = c;
 	return 1;
 plain:
 	client_free(c);
 	return 0;
+}
+
+/* Whether the connected stream has the tuple the probe announced (its
+ * local address and port), soon enough that the server still holds it
+ * (TUPLE_TTL_MS, with a margin). */
+static int connected_as_probed(const struct cm_client *c, int fd)
+{
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me);
+	uint8_t a[16], b[16];
+
+	if (now_ms() - c->probed_ms > TUPLE_TTL_MS / 2) {
+		log_debug("hello: not sent on fd %d: the probe is too old", fd);
+		return 0;
+	}
+	if (rsock_real.getsockname(fd, (struct sockaddr *)&me, &ml))
+		return 0;
+	sa_unmap(&me);
+	sa_addr16((struct sockaddr *)&me, a);
+	sa_addr16((struct sockaddr *)&c->local, b);
+	if (me.ss_family != c->local.ss_family || memcmp(a, b, 16) ||
+	    sa_port((struct sockaddr *)&me) != sa_port((struct sockaddr *)&c->local)) {
+		log_debug("hello: not sent on fd %d: connected from another address or port "
+			  "than the probe announced", fd);
+		return 0;
+	}
+	return 1;
 }
 
 int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ack)
@@ -1148,6 +1187,13 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 
 	*out = NULL;
 	*stale_ack = 0;
+	/* The hello goes only where the beacon recorded this very tuple:
+	 * otherwise the server's accept() takes the stream for a plain
+	 * client, and the hello would reach its application as data. */
+	if (!connected_as_probed(c, fd)) {
+		why = RSOCK_FB_PROTOCOL;
+		goto fail_nocancel;
+	}
 	h.token = c->token;
 	h.ring_addr = (uintptr_t)c->tp->rx.buf;
 	h.ring_rkey = c->tp->rx_mr->rkey;

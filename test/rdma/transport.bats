@@ -225,6 +225,62 @@ PY
 	stats_rdma cli.log 3000000 rx
 }
 
+@test "a client bound to 0.0.0.0 port 0 before connect (as dig does) is carried over RDMA, the server's first bytes its own" {
+	require_cmd python3
+	local port
+	port=$(free_port)
+	# bind(0.0.0.0:0) takes a port at once but leaves the address to
+	# connect(): the probe must announce the route's source address, or
+	# the server takes the stream for a plain client's and its application
+	# reads the hello (unbound answered no query over TCP from dig).
+	cat >w.py <<'PY'
+import socket, sys
+role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+msg = b"first bytes of the client " * 1000
+if role == "srv":
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((b, port))
+    l.listen(4)
+    for _ in range(3):
+        c, peer = l.accept()
+        got = bytearray()
+        while len(got) < len(msg):
+            d = c.recv(len(msg) - len(got))
+            if not d:
+                break
+            got += d
+        print("intact" if got == msg else "garbled: %r" % bytes(got[:60]), flush=True)
+        c.sendall(got)
+        c.close()
+else:
+    for _ in range(3):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", 0))
+        s.connect((b, port))
+        s.sendall(msg)
+        got = bytearray()
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+        assert got == msg, "echo differs"
+        s.close()
+    print("3 echoes intact")
+PY
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 w.py srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 w.py cli "$ADDR_B" "$port"
+	wait_bg "$BG_PID" 30
+	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+}
+
 # ---- mixed peers and fallback ---------------------------------------------------
 
 @test "plain TCP client to a librsock server: works, on TCP" {
