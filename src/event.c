@@ -60,23 +60,36 @@ static int64_t mono_ns(void)
 
 #define EV_SMALL 16
 
+/* The streams' waits counted by tp_wait_fd are over. */
+static void sleep_end(struct conn **cs, struct tp_waiter *slept, nfds_t n)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if (cs[i] && slept[i].fd >= 0)
+			tp_wait_end(cs[i]->tp, &slept[i]);
+}
+
 int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
 {
 	/* A few descriptors (the usual case) need no allocation. */
 	struct conn *cs_small[EV_SMALL];
 	struct pollfd ext_small[3 * EV_SMALL];
+	struct tp_waiter wq_small[EV_SMALL];
 	struct conn **cs = n <= EV_SMALL ? cs_small : calloc(n, sizeof(*cs));
 	struct pollfd *ext = n <= EV_SMALL ? ext_small : calloc(3 * n, sizeof(*ext));
+	/* slept[i].fd >= 0: stream i's wait is counted (tp_wait_fd) */
+	struct tp_waiter *slept = n <= EV_SMALL ? wq_small : calloc(n, sizeof(*slept));
 	int64_t deadline = -1; /* the clock is read when a wait begins */
 	int64_t tmo_ns = event_tmo_ns(tmo);
 	int count = 0, rc = 0;
 	struct timespec zero = {0, 0};
 
-	if (!cs || !ext) {
+	if (!cs || !ext || !slept) {
 		if (cs != cs_small)
 			free(cs);
 		if (ext != ext_small)
 			free(ext);
+		if (slept != wq_small)
+			free(slept);
 		return -ENOMEM;
 	}
 	for (nfds_t i = 0; i < n; i++) {
@@ -92,8 +105,11 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		}
 		cs[i] = c;
 	}
+	for (nfds_t i = 0; i < n; i++)
+		slept[i].fd = -1;
 	for (;;) {
 		nfds_t m = n;
+		int bell = 0;
 
 		/* Arm first, then look: a completion after the look wakes the sleep. */
 		for (nfds_t i = 0; i < n; i++) {
@@ -102,7 +118,8 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 			if (!cs[i])
 				continue;
 			ext[i].fd = -1; /* the kernel ignores it */
-			int wfd = tp_wait_fd(cs[i]->tp);
+			int wfd = tp_wait_fd(cs[i]->tp, &slept[i]);
+			bell |= slept[i].fd >= 0;
 			if (wfd >= 0) {
 				ext[m].fd = wfd;
 				ext[m].events = POLLIN;
@@ -111,6 +128,11 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 			ext[m].fd = cs[i]->tp->tcp_fd;
 			ext[m].events = POLLIN | POLLRDHUP |
 					(tp_switched(cs[i]->tp) ? fds[i].events & POLLOUT : 0);
+			ext[m++].revents = 0;
+		}
+		if (bell) { /* other threads' progress on our streams rings it */
+			ext[m].fd = tp_thread_bell();
+			ext[m].events = POLLIN;
 			ext[m++].revents = 0;
 		}
 		count = 0;
@@ -124,6 +146,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		int r = rsock_real.ppoll(ext, n, &zero, NULL);
 		if (r < 0) {
 			rc = -errno;
+			sleep_end(cs, slept, n);
 			break;
 		}
 		for (nfds_t i = 0; i < n; i++)
@@ -131,23 +154,30 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 				fds[i].revents = ext[i].revents;
 				count += ext[i].revents != 0;
 			}
-		if (count)
+		if (count) {
+			sleep_end(cs, slept, n);
 			break;
+		}
 		struct timespec left, *lp = NULL;
 		if (tmo_ns >= 0) {
 			int64_t l, now;
-			if (!tmo_ns)
+			if (!tmo_ns) {
+				sleep_end(cs, slept, n);
 				break;
+			}
 			now = mono_ns();
 			if (deadline < 0)
 				deadline = now + tmo_ns;
-			if ((l = deadline - now) <= 0)
+			if ((l = deadline - now) <= 0) {
+				sleep_end(cs, slept, n);
 				break;
+			}
 			left.tv_sec = l / 1000000000;
 			left.tv_nsec = l % 1000000000;
 			lp = &left;
 		}
 		r = rsock_real.ppoll(ext, m, lp, mask);
+		sleep_end(cs, slept, n);
 		if (r < 0) {
 			rc = -errno; /* EINTR from a signal the mask let through */
 			break;
@@ -172,6 +202,8 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		free(cs);
 	if (ext != ext_small)
 		free(ext);
+	if (slept != wq_small)
+		free(slept);
 	return rc ? rc : count;
 }
 

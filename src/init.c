@@ -85,6 +85,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	tp_bell_fork_child();
 	log_fork_unlock();
 	fdtab_fork_child();
 	tp_fork_unlock();

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -496,6 +497,83 @@ static void handle_recv(struct tp *t, uint32_t imm)
 
 /* Process every completion available. Returns how many there were. Caller
  * holds t->lock. */
+/* ---- sleepers' bells ---------------------------------------------------------- */
+
+static pthread_key_t bell_key;
+static pthread_once_t bell_once = PTHREAD_ONCE_INIT;
+static __thread int my_bell = -1;
+
+static void bell_exit(void *unused)
+{
+	(void)unused;
+	if (my_bell >= 0)
+		rsock_real.close(my_bell);
+	my_bell = -1;
+}
+
+static void bell_key_make(void)
+{
+	pthread_key_create(&bell_key, bell_exit);
+}
+
+int tp_thread_bell(void)
+{
+	if (my_bell < 0) {
+		pthread_once(&bell_once, bell_key_make);
+		if ((my_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) >= 0)
+			pthread_setspecific(bell_key, (void *)1);
+	}
+	return my_bell;
+}
+
+void tp_bell_fork_child(void)
+{
+	if (my_bell >= 0)
+		rsock_real.close(my_bell);
+	my_bell = -1;
+}
+
+/* Wake the other sleepers: something changed. Caller holds t->lock. */
+static void waitq_ring(struct tp *t)
+{
+	for (struct tp_waiter *w = t->waitq; w; w = w->next)
+		if (!w->rung && w->fd != my_bell) {
+			uint64_t one = 1;
+			w->rung = 1;
+			if (rsock_real.write(w->fd, &one, sizeof(one)) < 0) {
+				/* a full counter is readable too */
+			}
+		}
+}
+
+static void waitq_add(struct tp *t, struct tp_waiter *w)
+{
+	w->fd = tp_thread_bell();
+	w->rung = 0;
+	if (w->fd >= 0) {
+		w->next = t->waitq;
+		t->waitq = w;
+	}
+}
+
+static void waitq_del(struct tp *t, struct tp_waiter *w)
+{
+	if (w->fd < 0)
+		return;
+	for (struct tp_waiter **p = &t->waitq; *p; p = &(*p)->next)
+		if (*p == w) {
+			*p = w->next;
+			break;
+		}
+	if (w->rung) {
+		uint64_t v;
+		if (rsock_real.read(w->fd, &v, sizeof(v)) < 0) {
+			/* already drained by another stream's wake-up */
+		}
+	}
+	w->fd = -1;
+}
+
 static int progress(struct tp *t)
 {
 	struct ibv_wc wc[16];
@@ -530,6 +608,8 @@ static int progress(struct tp *t)
 	}
 	if (n < 0 && !t->err)
 		t->err = -EIO;
+	if ((total || n < 0) && t->waitq)
+		waitq_ring(t);
 	return total;
 }
 
@@ -554,12 +634,16 @@ static void check_control(struct tp *t)
 			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		}
 		t->peer_gone = 1;
+		if (t->waitq)
+			waitq_ring(t);
 	} else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		if (!t->err)
 			t->err = -errno;
 		if (!t->peer_gone)
 			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		t->peer_gone = 1;
+		if (t->waitq)
+			waitq_ring(t);
 	} else if (r > 0) {
 		struct proto_switch m;
 		int d = proto_switch_decode(b, (size_t)r, &m);
@@ -569,6 +653,8 @@ static void check_control(struct tp *t)
 			rsock_real.recv(t->tcp_fd, b, (size_t)d, MSG_DONTWAIT);
 			log_debug("fd %d: the peer moves the stream to TCP", t->tcp_fd);
 			switch_locked(t, 1, m.rdma_bytes);
+			if (t->waitq)
+				waitq_ring(t);
 			return;
 		}
 		if (d == -EAGAIN)
@@ -610,7 +696,8 @@ static int64_t mono_ns(void)
 
 static void wait_event(struct tp *t)
 {
-	struct pollfd p[2];
+	struct pollfd p[3];
+	struct tp_waiter w;
 	int rc;
 	int64_t start = mono_ns();
 	int64_t budget = tp_spin_budget_ns(atomic_load_explicit(&t->wait_avg_ns, memory_order_relaxed));
@@ -629,7 +716,9 @@ static void wait_event(struct tp *t)
 				break;
 		}
 	}
+	atomic_fetch_add(&t->sleepers, 1); /* before arm(): see tp_wait_fd */
 	if ((rc = arm(t))) {
+		atomic_fetch_sub(&t->sleepers, 1);
 		if (rc != -EACCES || !creds_lost(t))
 			t->err = -EIO;
 		return;
@@ -638,6 +727,7 @@ static void wait_event(struct tp *t)
 	 * once more now that the CQ is armed, and do not sleep if there was
 	 * one (the caller re-evaluates its condition). */
 	if (progress(t)) {
+		atomic_fetch_sub(&t->sleepers, 1);
 		tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
 		return;
 	}
@@ -645,9 +735,14 @@ static void wait_event(struct tp *t)
 	p[0].events = POLLIN;
 	p[1].fd = t->tcp_fd;
 	p[1].events = POLLIN | POLLRDHUP;
+	waitq_add(t, &w);
+	p[2].fd = w.fd; /* -1: ignored */
+	p[2].events = POLLIN;
 	pthread_mutex_unlock(&t->lock);
-	rsock_real.poll(p, 2, 1000);
+	rsock_real.poll(p, 3, 1000);
+	atomic_fetch_sub(&t->sleepers, 1);
 	pthread_mutex_lock(&t->lock);
+	waitq_del(t, &w);
 	tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
 	tp_wait_done(t);
 	if (p[1].revents)
@@ -672,7 +767,11 @@ int tp_consume(struct tp *t)
 	if (ibv_get_cq_event(t->cc, &cq, &ctx))
 		return 0;
 	ibv_ack_cq_events(cq, 1);
-	atomic_store_explicit(&t->armed, 0, memory_order_relaxed);
+	atomic_store(&t->armed, 0);
+	/* Another thread may be asleep on the channel, relying on the arming
+	 * this event used up (tp_wait_fd): arm again for it. */
+	if (atomic_load(&t->sleepers) > 0 && ibv_req_notify_cq(t->cq, 0) == 0)
+		atomic_store(&t->armed, 1);
 	return 1;
 }
 
@@ -681,7 +780,7 @@ static int arm(struct tp *t)
 {
 	int rc;
 
-	if (atomic_load_explicit(&t->armed, memory_order_relaxed))
+	if (atomic_load(&t->armed))
 		return 0;
 	if ((rc = ibv_req_notify_cq(t->cq, 0)))
 		return rc > 0 ? -rc : errno ? -errno : -EIO;
@@ -1399,16 +1498,36 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 	return ev;
 }
 
-int tp_wait_fd(struct tp *t)
+int tp_wait_fd(struct tp *t, struct tp_waiter *w)
 {
 	int fd;
 
+	w->fd = -1;
 	if (t->owner != rsock_pid() || tp_switched(t))
 		return -1;
 	pthread_mutex_lock(&t->lock);
+	/* Counted before arm() looks at `armed` (both sequentially
+	 * consistent): a thread consuming the event that `armed` stands
+	 * for either sees this sleeper and re-arms, or has cleared `armed`
+	 * before the look, and arm() arms. On the wait queue before the
+	 * caller's look (under this lock): any progress after the look
+	 * rings this thread's bell. */
+	atomic_fetch_add(&t->sleepers, 1);
 	fd = tp_switched(t) || arm(t) ? -1 : t->cc->fd;
+	if (fd < 0)
+		atomic_fetch_sub(&t->sleepers, 1);
+	else
+		waitq_add(t, w);
 	pthread_mutex_unlock(&t->lock);
 	return fd;
+}
+
+void tp_wait_end(struct tp *t, struct tp_waiter *w)
+{
+	pthread_mutex_lock(&t->lock);
+	waitq_del(t, w);
+	pthread_mutex_unlock(&t->lock);
+	atomic_fetch_sub(&t->sleepers, 1);
 }
 
 int tp_spin(struct tp *t)

@@ -71,6 +71,15 @@ static inline void tp_wait_note(_Atomic uint32_t *avg, int64_t waited_ns)
 struct ho_pre;
 struct ho_rec;
 
+/* A thread asleep on a stream (poll() or a blocking call): woken through
+ * its thread's eventfd when another thread's progress changes the stream
+ * (tp_wait_fd). */
+struct tp_waiter {
+	struct tp_waiter *next;
+	int fd;                      /* the sleeping thread's bell, -1: none */
+	int rung;
+};
+
 struct tp {
 	pthread_mutex_t lock;
 	struct rdma_cm_id *id;       /* owns the QP; NULL until connected */
@@ -124,6 +133,9 @@ struct tp {
 
 	/* Readiness plumbing for poll and epoll (event.c, epoll.c). */
 	_Atomic int armed;           /* a completion event is requested or pending */
+	_Atomic int sleepers;        /* threads asleep on the channel in poll() or a
+	                                blocking call (tp_wait_fd, wait_event) */
+	struct tp_waiter *waitq;     /* those of them with a bell, under lock */
 	_Atomic uint64_t evseq;      /* counts completions and control events */
 	_Atomic int watchers;        /* epoll registrations of this stream */
 	_Atomic int ctl_dirty;       /* the control connection was seen readable */
@@ -220,8 +232,20 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 short tp_poll_events(struct tp *t);
 /* The descriptor to sleep on for this stream's progress (the completion
  * channel), after arming notification. Returns -1 when nothing needs arming
- * (already ready). */
-int tp_wait_fd(struct tp *t);
+ * (already ready). A descriptor returned makes the caller a sleeper until
+ * tp_wait_end(t, w), and the caller must also sleep on tp_thread_bell().
+ * Several threads may sleep on one stream (ruby: one thread writing and
+ * one reading a socket, each in poll(); it hung): one of them can take the
+ * channel's event and the completion it announced while another is
+ * between its look and its sleep. So a thread that consumes an event
+ * while others sleep re-arms the CQ for them (tp_consume), and progress
+ * made by any thread rings the other sleepers' bells. */
+int tp_wait_fd(struct tp *t, struct tp_waiter *w);
+void tp_wait_end(struct tp *t, struct tp_waiter *w);
+/* This thread's bell (an eventfd, closed when the thread ends), or -1. */
+int tp_thread_bell(void);
+/* In a forked child: the forking thread's bell is the parent's file. */
+void tp_bell_fork_child(void);
 /* Consume a completion-channel event after the wait fd fired; when epoll
  * instances watch the stream they are kicked (event_kick) so that none
  * sleeps on the event consumed here. */

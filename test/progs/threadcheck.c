@@ -9,7 +9,11 @@
  *   5. one thread waits in epoll_wait() and reads while another takes the
  *      stream out of the instance and puts it back (EPOLL_CTL_DEL, ADD), and
  *      the peer keeps writing: the waiter gets only the application's own
- *      events (never a foreign data word) and every byte.
+ *      events (never a foreign data word) and every byte;
+ *   6. full duplex as ruby does it: non-blocking sockets, one thread
+ *      writing and one reading each, every wait a poll() of its own on the
+ *      one socket, at both ends, 4 connections at once (a lost wake-up
+ *      hangs it).
  *
  * usage: threadcheck SERVER_ADDR CLIENT_ADDR [PORT]; output: one line per
  * observation (server's, then client's). With RSOCK_EXPECT_TRANSPORT=N every
@@ -20,6 +24,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -51,14 +57,26 @@ struct duplex {
 	int fd;
 	uint32_t seed, hash;
 	size_t bytes;
+	size_t total; /* 0: DUPLEX_BYTES */
+	int nb;       /* non-blocking: wait in poll() for EAGAIN */
 };
+
+/* For scenario 6: wait in poll() when the non-blocking call said EAGAIN. */
+static int again(const struct duplex *d, ssize_t r, short ev)
+{
+	struct pollfd p = {.fd = d->fd, .events = ev};
+
+	if (!d->nb || r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+		return 0;
+	return poll(&p, 1, 20000) == 1;
+}
 
 static void *duplex_send(void *arg)
 {
 	struct duplex *d = arg;
 	static __thread uint8_t buf[65536];
 	uint32_t s = d->seed, h = 2166136261u;
-	size_t left = DUPLEX_BYTES;
+	size_t left = d->total ? d->total : DUPLEX_BYTES;
 
 	while (left) {
 		size_t n = left < sizeof(buf) ? left : sizeof(buf);
@@ -69,6 +87,8 @@ static void *duplex_send(void *arg)
 		h = fnv(h, buf, n);
 		for (size_t off = 0; off < n;) {
 			ssize_t w = write(d->fd, buf + off, n - off);
+			if (again(d, w, POLLOUT))
+				continue;
 			if (w <= 0)
 				return NULL;
 			off += (size_t)w;
@@ -86,7 +106,14 @@ static void *duplex_recv(void *arg)
 	uint32_t h = 2166136261u;
 	ssize_t r;
 
-	while (d->bytes < DUPLEX_BYTES && (r = read(d->fd, buf, sizeof(buf))) > 0) {
+	size_t total = d->total ? d->total : DUPLEX_BYTES;
+
+	while (d->bytes < total) {
+		r = read(d->fd, buf, sizeof(buf));
+		if (again(d, r, POLLIN))
+			continue;
+		if (r <= 0)
+			break;
 		h = fnv(h, buf, (size_t)r);
 		d->bytes += (size_t)r;
 	}
@@ -104,6 +131,36 @@ static void duplex(int fd, const char *who, uint32_t seed)
 	pthread_join(a, NULL);
 	pthread_join(b, NULL);
 	say("%s1 duplex sent-hash %08x got %zu bytes hash %08x", who, tx.hash, rx.bytes, rx.hash);
+}
+
+/* ---- 6: full duplex, non-blocking, a poll() per thread ---- */
+#define NB_CONNS 4
+#define NB_BYTES (4u << 20)
+
+static void duplex_nb(const int *fds, const char *who, uint32_t seed)
+{
+	struct duplex tx[NB_CONNS], rx[NB_CONNS];
+	pthread_t a[NB_CONNS], b[NB_CONNS];
+	int ok = 0;
+
+	for (int i = 0; i < NB_CONNS; i++) {
+		fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK);
+		tx[i] = (struct duplex){.fd = fds[i], .seed = seed + (uint32_t)i, .total = NB_BYTES, .nb = 1};
+		rx[i] = (struct duplex){.fd = fds[i], .total = NB_BYTES, .nb = 1};
+		pthread_create(&a[i], NULL, duplex_send, &tx[i]);
+		pthread_create(&b[i], NULL, duplex_recv, &rx[i]);
+	}
+	for (int i = 0; i < NB_CONNS; i++) {
+		pthread_join(a[i], NULL);
+		pthread_join(b[i], NULL);
+		ok += tx[i].hash != 0 && rx[i].bytes == NB_BYTES;
+	}
+	/* Each end's received hash must be the peer's sent hash: the peer
+	 * seeds differently, so print them in connection order. */
+	say("%s6 non-blocking duplex: %d of %d connections moved %u bytes each way", who, ok, NB_CONNS,
+	    NB_BYTES);
+	for (int i = 0; i < NB_CONNS; i++)
+		say("%s6 conn %d sent-hash %08x got-hash %08x", who, i, tx[i].hash, rx[i].hash);
 }
 
 /* ---- 2: many threads, many sockets ---- */
@@ -257,6 +314,16 @@ static void server(int lfd)
 
 	/* 5 */
 	churn(take(lfd));
+
+	/* 6 */
+	{
+		int fds[NB_CONNS];
+		for (int i = 0; i < NB_CONNS; i++)
+			fds[i] = take(lfd);
+		duplex_nb(fds, "S", 100);
+		for (int i = 0; i < NB_CONNS; i++)
+			close(fds[i]);
+	}
 }
 
 static void client(void)
@@ -300,6 +367,15 @@ static void client(void)
 		say("C5 wrote %d", wrote ? CHURN_MSGS * CHURN_LEN : -1);
 	}
 	close(fd);
+
+	{
+		int fds[NB_CONNS];
+		for (int i = 0; i < NB_CONNS; i++)
+			fds[i] = dial();
+		duplex_nb(fds, "C", 200);
+		for (int i = 0; i < NB_CONNS; i++)
+			close(fds[i]);
+	}
 }
 
 int main(int argc, char **argv)
