@@ -1282,8 +1282,10 @@ int cm_server_probed(const void *owner, int fd)
 	struct sockaddr_storage peer, local;
 	socklen_t pl = sizeof(peer), ll = sizeof(local);
 
-	if (!has_beacon(owner))
+	if (!has_beacon(owner)) {
+		log_debug("accept: fd %d: its listener has no beacon: TCP", fd);
 		return RSOCK_FB_NO_DEVICE;
+	}
 	if (rsock_real.getpeername(fd, (struct sockaddr *)&peer, &pl) ||
 	    rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
 		return RSOCK_FB_PROTOCOL;

@@ -69,6 +69,8 @@
 	X(int, dup, (int), 1)                                                            \
 	X(int, dup2, (int, int), 1)                                                      \
 	X(int, dup3, (int, int, int), 1)                                                 \
+	X(FILE *, fdopen, (int, const char *), 1)                                        \
+	X(int, fclose, (FILE *), 1)                                                      \
 	X(pid_t, fork, (void), 1)                                                        \
 	X(pid_t, vfork, (void), 1)                                                       \
 	X(int, execve, (const char *, char *const *, char *const *), 1)                  \

@@ -1157,6 +1157,11 @@ int tp_kernel_only(struct tp *t)
 	return tp_switched(t) && !ho_pre_left(t->pre);
 }
 
+size_t tp_prefix_left(struct tp *t)
+{
+	return ho_pre_left(tp_prefix(t));
+}
+
 int tp_prefix_fd(struct tp *t)
 {
 	return ho_pre_left(tp_prefix(t)) ? ho_pre_fd(t->pre) : -1;

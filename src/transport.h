@@ -186,6 +186,8 @@ int tp_control_watch(struct tp *t);
  * the kernel socket it now is. */
 int tp_kernel_only(struct tp *t);
 int tp_prefix_fd(struct tp *t);
+/* Switched: the bytes that came over RDMA and are not read yet. */
+size_t tp_prefix_left(struct tp *t);
 /* A stream already moved to TCP, with its unread prefix (taken over), on
  * socket fd: what an exec'd image adopts. 0 and *out, or -errno. */
 int tp_adopt(int fd, struct ho_pre *pre, struct tp **out);

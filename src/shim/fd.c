@@ -7,6 +7,10 @@
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
@@ -93,6 +97,47 @@ RSOCK_EXPORT void closefrom(int lo)
 }
 
 /* newfd now refers to what oldfd refers to (after a successful dup). */
+/* stdio will carry the stream on fd: glibc's FILE functions (fgets,
+ * fprintf, fclose...) call read, write and close inside libc, where no
+ * interposer sees them, so they would read the kernel socket of an RDMA
+ * stream (nothing, or the client's hello on a server's stream not yet
+ * settled) and write past the library. The stream goes to kernel TCP
+ * first: a stream not settled yet declines RDMA (its hello is answered
+ * with a refusal, both ends stay on TCP), an RDMA stream is handed over
+ * (the SWITCH exchange). Bytes that came over RDMA and are not read yet
+ * are pushed back into in (when given) so that its first reads return
+ * them; without a FILE to read them they stay for read() on the fd. */
+static void stdio_takes(int fd, FILE *in)
+{
+	struct conn *c = shim_conn(fd);
+	struct tp *t;
+
+	if (!c)
+		return;
+	if (atomic_load(&c->hello_due))
+		conn_settle(c, fd, 0);
+	t = atomic_load(&c->path) == CONN_PATH_RDMA ? c->tp : NULL;
+	if (t && !tp_switched(t)) {
+		log_debug("fd %d: stdio takes the stream: it moves to TCP", fd);
+		if (tp_handover(t))
+			log_warn_rl("fd %d: stdio takes an RDMA stream that could not move to TCP", fd);
+	}
+	if (t && in && tp_switched(t)) {
+		size_t n = tp_prefix_left(t);
+		uint8_t *b = n ? malloc(n) : NULL;
+		struct iovec v = {b, n};
+		ssize_t r = b ? tp_recv(t, &v, 1, MSG_DONTWAIT, 1) : 0;
+		/* glibc takes back any number of bytes (a growing backup area) */
+		for (ssize_t i = r - 1; i >= 0; i--)
+			if (ungetc(b[i], in) == EOF) {
+				log_warn_rl("fd %d: %zd bytes that came over RDMA are lost to stdio", fd, i + 1);
+				break;
+			}
+		free(b);
+	}
+	conn_unref(c);
+}
+
 static void dup_track(int oldfd, int newfd)
 {
 	struct conn *c = fdtab_get(oldfd);
@@ -104,6 +149,45 @@ static void dup_track(int oldfd, int newfd)
 	if (fdtab_insert(newfd, c))
 		log_warn_rl("dup: fd %d cannot be tracked", newfd);
 	conn_unref(c);
+	/* A stream on standard input or output is read and written by
+	 * stdio (nuttcp: dup(3) gives 0, then fgets(stdin)). Unread bytes
+	 * that came over RDMA stay with the library: the usual next step is
+	 * exec (inetd style), which hands them to the new image. */
+	if (newfd <= 2)
+		stdio_takes(newfd, NULL);
+}
+
+/* fclose closes its descriptor inside libc: forget the stream first, as
+ * close() does (the number may be reused at once). */
+RSOCK_EXPORT int fclose(FILE *f)
+{
+	int fd = f ? fileno(f) : -1; /* -1 for a FILE without a descriptor */
+
+	if (!rsock_real.fclose) {
+		errno = ENOSYS;
+		return EOF;
+	}
+	if (fd >= 0 && !shim_fast(fd) && shim_active() && !is_own_fd(fd))
+		shim_forget(fd);
+	return rsock_real.fclose(f);
+}
+
+RSOCK_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	int reads = mode && (mode[0] == 'r' || strchr(mode, '+'));
+	FILE *f;
+
+	if (!rsock_real.fdopen) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	if (shim_fast(fd))
+		return rsock_real.fdopen(fd, mode);
+	stdio_takes(fd, NULL);
+	f = rsock_real.fdopen(fd, mode);
+	if (f && reads)
+		stdio_takes(fd, f); /* only the unread bytes now */
+	return f;
 }
 
 RSOCK_EXPORT int dup(int fd)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The exported interface of librsock.so: exactly the 72 names of
+# The exported interface of librsock.so: exactly the 74 names of
 # exports.list (plus nothing but rsock_* names), and at run time each libc
 # name used by a program binds to librsock.so under the preload
 # (LD_DEBUG=bindings with LD_BIND_NOW=1, so every reference is resolved at
@@ -56,8 +56,8 @@ check_export() {
 	diff -u "$BATS_TEST_TMPDIR/map.txt" "$BATS_TEST_TMPDIR/list.txt"
 }
 
-@test "exports: the list has the 72 names" {
-	[ "$(grep -v '^#' "$BATS_TEST_DIRNAME/exports.list" | awk 'NF' | wc -l)" -eq 72 ]
+@test "exports: the list has the 74 names" {
+	[ "$(grep -v '^#' "$BATS_TEST_DIRNAME/exports.list" | awk 'NF' | wc -l)" -eq 74 ]
 }
 
 @test "export socket (bound in sockcheck)" {
@@ -230,6 +230,14 @@ check_export() {
 
 @test "export dup3 (bound in sockcheck)" {
 	check_export dup3 sockcheck
+}
+
+@test "export fdopen (bound in sockcheck)" {
+	check_export fdopen sockcheck
+}
+
+@test "export fclose (bound in sockcheck)" {
+	check_export fclose sockcheck
 }
 
 @test "export fork (bound in sockcheck)" {

@@ -323,3 +323,90 @@ PY
 	stats_only_rdma cli.log
 	stats_rdma cli.log 20000000 rx
 }
+
+@test "unbound answers dig +tcp over RDMA (dig binds 0.0.0.0:0 before it connects)" {
+	require_cmd unbound dig
+	local port
+	port=$(free_port)
+	# No privilege drop, chroot or daemon: the test's own unbound.
+	cat >ub.conf <<CONF
+server:
+  interface: $ADDR_B@$port
+  port: $port
+  do-daemonize: no
+  username: ""
+  chroot: ""
+  directory: "$PWD"
+  pidfile: ""
+  use-syslog: no
+  logfile: ""
+  access-control: 0.0.0.0/0 allow
+  do-ip6: no
+  local-zone: "rsock.test." static
+  local-data: "a.rsock.test. IN A 10.1.2.3"
+  local-data: "b.rsock.test. IN A 10.1.2.4"
+remote-control:
+  control-enable: no
+CONF
+	start_bg srv env $(rsock_env srv) unbound -d -c ub.conf
+	wait_for_port "$port" 30 "$BG_PID"
+	bounded 30 env $(rsock_env cli) dig +tcp +tries=1 +time=5 +short @"$ADDR_B" -p "$port" a.rsock.test >got1
+	bounded 30 env $(rsock_env cli2) dig +tcp +keepopen +tries=1 +time=5 +short @"$ADDR_B" -p "$port" \
+		a.rsock.test b.rsock.test >got2
+	[ "$(cat got1)" = 10.1.2.3 ] || { cat got1 srv.out srv.err >&2; false; }
+	[ "$(tr '\n' ' ' <got2)" = "10.1.2.3 10.1.2.4 " ] || { cat got2 >&2; false; }
+	stats_only_rdma cli.log
+	stats_only_rdma cli2.log
+}
+
+@test "ruby threads (a writer and a reader per socket, each waiting in poll) echo 4 x 3 MB over RDMA" {
+	require_cmd ruby
+	local port
+	head -c 3000000 /dev/urandom >data
+	cat >echo.rb <<'RB'
+require 'socket'; require 'digest'
+mode, host, port = ARGV
+if mode == 'server'
+  srv = TCPServer.new(host, port.to_i)
+  loop { Thread.new(srv.accept) { |c| while (b = c.readpartial(65536) rescue nil); c.write(b); end; c.close } }
+else
+  data = File.binread('data'); ok = 0
+  want = Digest::SHA256.digest(data) # (loaded before the threads: its autoload is not thread-safe)
+  4.times.map { Thread.new {
+    s = TCPSocket.new(host, port.to_i)
+    w = Thread.new { s.write(data); s.close_write }
+    got = s.read; w.join
+    ok += 1 if Digest::SHA256.digest(got) == want } }.each(&:join)
+  puts "#{ok} of 4 echoes intact"
+  exit(ok == 4 ? 0 : 1)
+end
+RB
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) ruby echo.rb server "$ADDR_B" "$port"
+	wait_for_port "$port" 30 "$BG_PID"
+	run bounded 60 env $(rsock_env cli) ruby echo.rb client "$ADDR_B" "$port"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	stats_only_rdma cli.log
+	stats_rdma cli.log 12000000 rx
+}
+
+@test "nuttcp (stdio on its control connection): transmit and -r, the data connection over RDMA" {
+	require_cmd nuttcp
+	local cport dport
+	cport=$(free_port)
+	dport=$(free_port)
+	# The server reads its control connection with fgets on an fdopen'd
+	# descriptor and the client with stdin after dup(): glibc reads inside
+	# libc, so that connection goes to TCP (declined by the server, which
+	# then never reads the client's hello as a command); the data
+	# connection is plain read()/write() and goes over RDMA.
+	start_bg srv env $(rsock_env srv) nuttcp -S --nofork -P "$cport" -p "$dport"
+	wait_for_port "$cport" 30 "$BG_PID"
+	bounded 60 env $(rsock_env cli) nuttcp -P "$cport" -p "$dport" -T 2 "$ADDR_B" >tx.txt
+	bounded 60 env $(rsock_env cli2) nuttcp -r -P "$cport" -p "$dport" -T 2 "$ADDR_B" >rx.txt
+	grep -q Mbps tx.txt || { cat tx.txt >&2; false; }
+	grep -q Mbps rx.txt || { cat rx.txt >&2; false; }
+	stats_rdma cli.log 10000000 tx
+	stats_rdma cli2.log 10000000 rx
+}
