@@ -106,7 +106,9 @@ RSOCK_EXPORT void closefrom(int lo)
  * with a refusal, both ends stay on TCP), an RDMA stream is handed over
  * (the SWITCH exchange). Bytes that came over RDMA and are not read yet
  * are pushed back into in (when given) so that its first reads return
- * them; without a FILE to read them they stay for read() on the fd. */
+ * them. (A dup onto descriptor 0 or 1 does not count: bash does that for
+ * every redirection of a builtin, and reads with read(); a program that
+ * reads stdin with stdio after such a dup is not seen.) */
 static void stdio_takes(int fd, FILE *in)
 {
 	struct conn *c = shim_conn(fd);
@@ -149,12 +151,6 @@ static void dup_track(int oldfd, int newfd)
 	if (fdtab_insert(newfd, c))
 		log_warn_rl("dup: fd %d cannot be tracked", newfd);
 	conn_unref(c);
-	/* A stream on standard input or output is read and written by
-	 * stdio (nuttcp: dup(3) gives 0, then fgets(stdin)). Unread bytes
-	 * that came over RDMA stay with the library: the usual next step is
-	 * exec (inetd style), which hands them to the new image. */
-	if (newfd <= 2)
-		stdio_takes(newfd, NULL);
 }
 
 /* fclose closes its descriptor inside libc: forget the stream first, as

@@ -397,9 +397,9 @@ RB
 	cport=$(free_port)
 	dport=$(free_port)
 	# The server reads its control connection with fgets on an fdopen'd
-	# descriptor and the client with stdin after dup(): glibc reads inside
-	# libc, so that connection goes to TCP (declined by the server, which
-	# then never reads the client's hello as a command); the data
+	# descriptor (the client reads stdin after dup()): glibc reads inside
+	# libc, so fdopen puts that connection on TCP (the server declines
+	# RDMA and never reads the client's hello as a command); the data
 	# connection is plain read()/write() and goes over RDMA.
 	start_bg srv env $(rsock_env srv) nuttcp -S --nofork -P "$cport" -p "$dport"
 	wait_for_port "$cport" 30 "$BG_PID"
