@@ -39,6 +39,11 @@ struct cm_settings cm_settings = {
 #define CM_CANCEL_TYPE 5
 
 static pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Held by the cm thread whenever it is not asleep in poll(), and by
+ * fork_prepare across a fork: no child is forked while the thread is in
+ * malloc, librdmacm or libibverbs, whose internal locks the child would
+ * inherit held (doc/design.md section 10). */
+static pthread_mutex_t cm_run = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cm_cond = PTHREAD_COND_INITIALIZER;
 
 /* ---- time ---------------------------------------------------------------- */
@@ -595,6 +600,7 @@ static void *cm_main(void *arg)
 
 	(void)arg;
 	rsock_guard_enter(); /* this thread's libc calls are the library's own */
+	pthread_mutex_lock(&cm_run);
 	for (;;) {
 		int rc;
 
@@ -619,7 +625,9 @@ static void *cm_main(void *arg)
 		if (p[2].revents)
 			ho_serve();
 		p[2].fd = ho_bell_fd();
+		pthread_mutex_unlock(&cm_run);
 		rsock_real.poll(p, 3, -1);
+		pthread_mutex_lock(&cm_run);
 	}
 	return NULL;
 }
@@ -1442,6 +1450,16 @@ nak:
 		tp_close(p.tp, 1);
 	send_nak(fd, why, deadline);
 	return why;
+}
+
+void cm_fork_quiesce(void)
+{
+	pthread_mutex_lock(&cm_run);
+}
+
+void cm_fork_resume(void)
+{
+	pthread_mutex_unlock(&cm_run);
 }
 
 void cm_fork_lock(void)

@@ -65,6 +65,7 @@ static void pid_cache_init(void)
  * the fork and first after it, so theirs never run with our locks held. */
 static void fork_prepare(void)
 {
+	cm_fork_quiesce();
 	ep_fork_lock();
 	cm_fork_lock();
 	ho_fork_lock();
@@ -81,6 +82,7 @@ static void fork_parent(void)
 	ho_fork_unlock();
 	cm_fork_unlock();
 	ep_fork_unlock();
+	cm_fork_resume();
 }
 
 static void fork_child(void)
@@ -92,6 +94,7 @@ static void fork_child(void)
 	ho_fork_unlock();
 	cm_fork_unlock();
 	ep_fork_unlock();
+	cm_fork_resume();
 }
 
 static void init_run(void)
