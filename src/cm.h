@@ -83,12 +83,12 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out);
  * hand-over requests of other processes, handover.h). 0 or -errno. */
 int cm_service_start(void);
 
-/* For init.c's pthread_atfork handlers: cm_lock is held across fork() (the
- * cm thread takes it; a child inheriting it held would wait for ever). */
 /* Around fork, before every other lock (init.c): wait until the cm thread
  * sleeps in poll() and keep it there; resumed in parent and child. */
 void cm_fork_quiesce(void);
 void cm_fork_resume(void);
+/* For init.c's pthread_atfork handlers: cm_lock is held across fork() (the
+ * cm thread takes it; a child inheriting it held would wait for ever). */
 void cm_fork_lock(void);
 void cm_fork_unlock(void);
 

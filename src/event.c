@@ -60,11 +60,11 @@ static int64_t mono_ns(void)
 
 #define EV_SMALL 16
 
-/* The streams' waits counted by tp_wait_fd are over. */
+/* The streams' waits begun by tp_wait_fd are over (again: nothing). */
 static void sleep_end(struct conn **cs, struct tp_waiter *slept, nfds_t n)
 {
 	for (nfds_t i = 0; i < n; i++)
-		if (cs[i] && slept[i].fd >= 0)
+		if (cs[i])
 			tp_wait_end(cs[i]->tp, &slept[i]);
 }
 
@@ -76,7 +76,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	struct tp_waiter wq_small[EV_SMALL];
 	struct conn **cs = n <= EV_SMALL ? cs_small : calloc(n, sizeof(*cs));
 	struct pollfd *ext = n <= EV_SMALL ? ext_small : calloc(3 * n, sizeof(*ext));
-	/* slept[i].fd >= 0: stream i's wait is counted (tp_wait_fd) */
+	/* stream i's wait (tp_wait_fd, tp_wait_end) */
 	struct tp_waiter *slept = n <= EV_SMALL ? wq_small : calloc(n, sizeof(*slept));
 	int64_t deadline = -1; /* the clock is read when a wait begins */
 	int64_t tmo_ns = event_tmo_ns(tmo);
@@ -106,7 +106,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		cs[i] = c;
 	}
 	for (nfds_t i = 0; i < n; i++)
-		slept[i].fd = -1;
+		slept[i].on = 0;
 	for (;;) {
 		nfds_t m = n;
 		int bell = 0;
@@ -146,7 +146,6 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		int r = rsock_real.ppoll(ext, n, &zero, NULL);
 		if (r < 0) {
 			rc = -errno;
-			sleep_end(cs, slept, n);
 			break;
 		}
 		for (nfds_t i = 0; i < n; i++)
@@ -154,24 +153,18 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 				fds[i].revents = ext[i].revents;
 				count += ext[i].revents != 0;
 			}
-		if (count) {
-			sleep_end(cs, slept, n);
+		if (count)
 			break;
-		}
 		struct timespec left, *lp = NULL;
 		if (tmo_ns >= 0) {
 			int64_t l, now;
-			if (!tmo_ns) {
-				sleep_end(cs, slept, n);
+			if (!tmo_ns)
 				break;
-			}
 			now = mono_ns();
 			if (deadline < 0)
 				deadline = now + tmo_ns;
-			if ((l = deadline - now) <= 0) {
-				sleep_end(cs, slept, n);
+			if ((l = deadline - now) <= 0)
 				break;
-			}
 			left.tv_sec = l / 1000000000;
 			left.tv_nsec = l % 1000000000;
 			lp = &left;
@@ -196,6 +189,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		if (r == 0 && tmo_ns >= 0 && deadline - mono_ns() <= 0)
 			deadline = mono_ns(); /* one last look, then time out */
 	}
+	sleep_end(cs, slept, n); /* the loop left before sleeping */
 	for (nfds_t i = 0; i < n; i++)
 		conn_unref(cs[i]);
 	if (cs != cs_small)

@@ -495,8 +495,6 @@ static void handle_recv(struct tp *t, uint32_t imm)
 	}
 }
 
-/* Process every completion available. Returns how many there were. Caller
- * holds t->lock. */
 /* ---- sleepers' bells ---------------------------------------------------------- */
 
 static pthread_key_t bell_key;
@@ -574,6 +572,8 @@ static void waitq_del(struct tp *t, struct tp_waiter *w)
 	w->fd = -1;
 }
 
+/* Process every completion available. Returns how many there were. Caller
+ * holds t->lock. */
 static int progress(struct tp *t)
 {
 	struct ibv_wc wc[16];
@@ -608,7 +608,7 @@ static int progress(struct tp *t)
 	}
 	if (n < 0 && !t->err)
 		t->err = -EIO;
-	if ((total || n < 0) && t->waitq)
+	if (total || n < 0)
 		waitq_ring(t);
 	return total;
 }
@@ -634,16 +634,14 @@ static void check_control(struct tp *t)
 			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		}
 		t->peer_gone = 1;
-		if (t->waitq)
-			waitq_ring(t);
+		waitq_ring(t);
 	} else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		if (!t->err)
 			t->err = -errno;
 		if (!t->peer_gone)
 			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		t->peer_gone = 1;
-		if (t->waitq)
-			waitq_ring(t);
+		waitq_ring(t);
 	} else if (r > 0) {
 		struct proto_switch m;
 		int d = proto_switch_decode(b, (size_t)r, &m);
@@ -653,8 +651,7 @@ static void check_control(struct tp *t)
 			rsock_real.recv(t->tcp_fd, b, (size_t)d, MSG_DONTWAIT);
 			log_debug("fd %d: the peer moves the stream to TCP", t->tcp_fd);
 			switch_locked(t, 1, m.rdma_bytes);
-			if (t->waitq)
-				waitq_ring(t);
+			waitq_ring(t);
 			return;
 		}
 		if (d == -EAGAIN)
@@ -1508,6 +1505,7 @@ int tp_wait_fd(struct tp *t, struct tp_waiter *w)
 	int fd;
 
 	w->fd = -1;
+	w->on = 0;
 	if (t->owner != rsock_pid() || tp_switched(t))
 		return -1;
 	pthread_mutex_lock(&t->lock);
@@ -1519,19 +1517,24 @@ int tp_wait_fd(struct tp *t, struct tp_waiter *w)
 	 * rings this thread's bell. */
 	atomic_fetch_add(&t->sleepers, 1);
 	fd = tp_switched(t) || arm(t) ? -1 : t->cc->fd;
-	if (fd < 0)
+	if (fd < 0) {
 		atomic_fetch_sub(&t->sleepers, 1);
-	else
-		waitq_add(t, w);
+	} else {
+		w->on = 1;
+		waitq_add(t, w); /* without a bell (no eventfd) still counted */
+	}
 	pthread_mutex_unlock(&t->lock);
 	return fd;
 }
 
 void tp_wait_end(struct tp *t, struct tp_waiter *w)
 {
+	if (!w->on)
+		return;
 	pthread_mutex_lock(&t->lock);
 	waitq_del(t, w);
 	pthread_mutex_unlock(&t->lock);
+	w->on = 0;
 	atomic_fetch_sub(&t->sleepers, 1);
 }
 

@@ -78,6 +78,7 @@ struct tp_waiter {
 	struct tp_waiter *next;
 	int fd;                      /* the sleeping thread's bell, -1: none */
 	int rung;
+	int on;                      /* counted in the stream's sleepers */
 };
 
 struct tp {
@@ -243,6 +244,7 @@ short tp_poll_events(struct tp *t);
  * while others sleep re-arms the CQ for them (tp_consume), and progress
  * made by any thread rings the other sleepers' bells. */
 int tp_wait_fd(struct tp *t, struct tp_waiter *w);
+/* Ends the wait tp_wait_fd began on w; nothing when it began none. */
 void tp_wait_end(struct tp *t, struct tp_waiter *w);
 /* This thread's bell (an eventfd, closed when the thread ends), or -1. */
 int tp_thread_bell(void);

@@ -96,26 +96,22 @@ RSOCK_EXPORT void closefrom(int lo)
 			rsock_real.close(fd);
 }
 
-/* newfd now refers to what oldfd refers to (after a successful dup). */
-/* stdio will carry the stream on fd: glibc's FILE functions (fgets,
+/* stdio will carry the stream of c (on fd): glibc's FILE functions (fgets,
  * fprintf, fclose...) call read, write and close inside libc, where no
  * interposer sees them, so they would read the kernel socket of an RDMA
  * stream (nothing, or the client's hello on a server's stream not yet
  * settled) and write past the library. The stream goes to kernel TCP
  * first: a stream not settled yet declines RDMA (its hello is answered
  * with a refusal, both ends stay on TCP), an RDMA stream is handed over
- * (the SWITCH exchange). Bytes that came over RDMA and are not read yet
- * are pushed back into in (when given) so that its first reads return
- * them. (A dup onto descriptor 0 or 1 does not count: bash does that for
- * every redirection of a builtin, and reads with read(); a program that
- * reads stdin with stdio after such a dup is not seen.) */
-static void stdio_takes(int fd, FILE *in)
+ * (the SWITCH exchange). Returns the stream's transport if it was carried
+ * by RDMA (now switched), else NULL. (A dup onto descriptor 0 or 1 does
+ * not count: bash does that for every redirection of a builtin, and reads
+ * with read(); a program that reads stdin with stdio after such a dup is
+ * not seen.) */
+static struct tp *stdio_takes(struct conn *c, int fd)
 {
-	struct conn *c = shim_conn(fd);
 	struct tp *t;
 
-	if (!c)
-		return;
 	if (atomic_load(&c->hello_due))
 		conn_settle(c, fd, 0);
 	t = atomic_load(&c->path) == CONN_PATH_RDMA ? c->tp : NULL;
@@ -124,22 +120,28 @@ static void stdio_takes(int fd, FILE *in)
 		if (tp_handover(t))
 			log_warn_rl("fd %d: stdio takes an RDMA stream that could not move to TCP", fd);
 	}
-	if (t && in && tp_switched(t)) {
-		size_t n = tp_prefix_left(t);
-		uint8_t *b = n ? malloc(n) : NULL;
-		struct iovec v = {b, n};
-		ssize_t r = b ? tp_recv(t, &v, 1, MSG_DONTWAIT, 1) : 0;
-		/* glibc takes back any number of bytes (a growing backup area) */
-		for (ssize_t i = r - 1; i >= 0; i--)
-			if (ungetc(b[i], in) == EOF) {
-				log_warn_rl("fd %d: %zd bytes that came over RDMA are lost to stdio", fd, i + 1);
-				break;
-			}
-		free(b);
-	}
-	conn_unref(c);
+	return t && tp_switched(t) ? t : NULL;
 }
 
+/* Bytes that came over RDMA and are not read yet go back into in, so that
+ * its first reads return them. */
+static void prefix_to_file(struct tp *t, FILE *in, int fd)
+{
+	size_t n = tp_prefix_left(t);
+	uint8_t *b = n ? malloc(n) : NULL;
+	struct iovec v = {b, n};
+	ssize_t r = b ? tp_recv(t, &v, 1, MSG_DONTWAIT, 1) : 0;
+
+	/* glibc takes back any number of bytes (a growing backup area) */
+	for (ssize_t i = r - 1; i >= 0; i--)
+		if (ungetc(b[i], in) == EOF) {
+			log_warn_rl("fd %d: %zd bytes that came over RDMA are lost to stdio", fd, i + 1);
+			break;
+		}
+	free(b);
+}
+
+/* newfd now refers to what oldfd refers to (after a successful dup). */
 static void dup_track(int oldfd, int newfd)
 {
 	struct conn *c = fdtab_get(oldfd);
@@ -171,18 +173,21 @@ RSOCK_EXPORT int fclose(FILE *f)
 RSOCK_EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	int reads = mode && (mode[0] == 'r' || strchr(mode, '+'));
+	struct conn *c;
+	struct tp *t;
 	FILE *f;
 
 	if (!rsock_real.fdopen) {
 		errno = ENOSYS;
 		return NULL;
 	}
-	if (shim_fast(fd))
+	if (shim_fast(fd) || !(c = shim_conn(fd)))
 		return rsock_real.fdopen(fd, mode);
-	stdio_takes(fd, NULL);
+	t = stdio_takes(c, fd);
 	f = rsock_real.fdopen(fd, mode);
-	if (f && reads)
-		stdio_takes(fd, f); /* only the unread bytes now */
+	if (f && reads && t)
+		prefix_to_file(t, f, fd);
+	conn_unref(c);
 	return f;
 }
 
