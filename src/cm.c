@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@ static pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
  * malloc, librdmacm or libibverbs, whose internal locks the child would
  * inherit held (doc/design.md section 10). */
 static pthread_mutex_t cm_run = PTHREAD_MUTEX_INITIALIZER;
+static sem_t cm_up; /* posted by a new cm thread as it enters cm_main */
 static pthread_cond_t cm_cond = PTHREAD_COND_INITIALIZER;
 
 /* ---- time ---------------------------------------------------------------- */
@@ -600,6 +602,10 @@ static void *cm_main(void *arg)
 
 	(void)arg;
 	rsock_guard_enter(); /* this thread's libc calls are the library's own */
+	/* Past the thread's start-up code (the C library's, and a sanitizer
+	 * runtime's, which frees and allocates under its allocator's locks):
+	 * cm_start may return, and from here a fork parks this thread (cm_run). */
+	sem_post(&cm_up);
 	pthread_mutex_lock(&cm_run);
 	for (;;) {
 		int rc;
@@ -647,12 +653,20 @@ static int cm_start(void)
 		return errno ? -errno : -ENODEV;
 	if ((cm_ucm = ucm_open()) < 0)
 		return cm_ucm;
+	sem_init(&cm_up, 0, 0);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
 	rc = -pthread_create(&cm_thread, NULL, cm_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		return rc;
+	/* Return only once the thread runs cm_main: a fork before that (nginx
+	 * forks its workers right after listen()) would not park it, and a
+	 * child forked while it was inside ASan's allocator in its start-up
+	 * code inherited that allocator's lock held: the child's own cm thread
+	 * then waited for it for ever. The thread needs no lock to get there. */
+	while (sem_wait(&cm_up) && errno == EINTR)
+		;
 	pthread_detach(cm_thread);
 	cm_thread_pid = rsock_pid();
 	return 0;
