@@ -509,6 +509,24 @@ static void on_connect_request(struct rdma_cm_event *ev)
 	ev->id->context = NULL;
 }
 
+/* The port of this process's data listener on the probe's server address,
+ * or 0: the beacon's hint (proto.h), so that the client can resolve its
+ * data connection while the hello makes its round trip. Only a hint: in a
+ * listen-then-fork server another process accepts (the master has no
+ * listener, so gives none). Caller holds cm_lock. */
+static uint16_t data_port_hint(const struct proto_probe *pr)
+{
+	for (struct listener *l = listeners; l; l = l->next) {
+		uint8_t a[16];
+		if (l->pid != rsock_pid() || l->addr.ss_family != pr->family)
+			continue;
+		sa_addr16((struct sockaddr *)&l->addr, a);
+		if (!memcmp(a, pr->server_addr, 16))
+			return sa_port((struct sockaddr *)&l->addr);
+	}
+	return 0;
+}
+
 /* A connect request on a beacon (through ucm): a valid probe, whose tuple is
  * now recorded for accept(), gets the beacon; anything else is rejected
  * without private data (the sender then stays on TCP). A client told
@@ -532,10 +550,13 @@ static void on_beacon_request(const struct ucm_event *ev)
 		ok = proto_probe_decode(ev->pdata, ev->pdata_len, &pr) > 0 &&
 		     (sa_is_any((struct sockaddr *)&bc->addr) || !memcmp(want, pr.server_addr, 16)) &&
 		     tuple_put(&pr) == 0;
+		if (ok)
+			pb.data_port = data_port_hint(&pr);
 	}
 	pthread_mutex_unlock(&cm_lock);
 	if (ok) {
-		log_debug("beacon: probe from port %u to port %u", pr.client_port, pr.server_port);
+		log_debug("beacon: probe from port %u to port %u (data port %u)", pr.client_port,
+			  pr.server_port, pb.data_port);
 		proto_beacon_encode(&pb, buf, sizeof(buf));
 		ucm_reject(cm_ucm, ev->id, buf, sizeof(buf));
 	} else {
@@ -908,10 +929,14 @@ struct cm_client {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id; /* bound to the local address; becomes the data id */
 	struct sockaddr_storage local, peer; /* local: the tuple the probe announced */
+	struct sockaddr_storage src; /* the data id's bind address (port 0) */
 	int64_t probed_ms;     /* when the beacon answered */
 	struct tp *tp;
 	uint64_t token;
 	int fd; /* the application's socket */
+	uint16_t hint; /* the beacon's data port hint, 0 if none */
+	int pre; /* the data id resolved ahead towards hint: 0 not (bound only),
+		  * 1 address asked, 2 route asked, -1 spoiled (a fresh id is needed) */
 };
 
 /* IB CM reject reasons (IBA 12.6.7.2) that say something about the peer. */
@@ -977,9 +1002,10 @@ static int probe_send(struct cm_client *c, uint16_t cport, int64_t deadline, str
 	return 0;
 }
 
-/* The answer to a probe sent. Returns 1 (a librsock beacon answered), 0 (a
- * plain peer), -EAGAIN (a transient reject: try again), or -errno. */
-static int probe_wait(struct probe_req *pq, int64_t deadline)
+/* The answer to a probe sent. Returns 1 (a librsock beacon answered: *hint
+ * is its data port hint), 0 (a plain peer), -EAGAIN (a transient reject:
+ * try again), or -errno. */
+static int probe_wait(struct probe_req *pq, int64_t deadline, uint16_t *hint)
 {
 	struct rdma_cm_event *ev = NULL;
 	int rc = wait_event(pq->ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
@@ -996,6 +1022,8 @@ static int probe_wait(struct probe_req *pq, int64_t deadline)
 			rc = -EAGAIN;
 		else
 			rc = d > 0;
+		if (d > 0)
+			*hint = b.data_port;
 	} else if (rc == 0) {
 		rc = -EPROTO; /* something accepted a request without a QP */
 	}
@@ -1003,8 +1031,10 @@ static int probe_wait(struct probe_req *pq, int64_t deadline)
 	return rc;
 }
 
-/* The stream's rings, CQ and QP (on the bound, not yet resolved data id):
- * 0, or a fallback reason. */
+/* The stream's rings, CQ and QP: 0, or a fallback reason. The QP is the
+ * stream's own (tp_prepare_qp, INIT on the bound data id's device port),
+ * not the id's: the data id may be replaced before it connects (a wrong
+ * hint, cm_client_finish), and the QP does not have to follow. */
 static int client_prepare(struct cm_client *c, const struct cm_bufs *bufs)
 {
 	if (!c->tp) {
@@ -1013,7 +1043,7 @@ static int client_prepare(struct cm_client *c, const struct cm_bufs *bufs)
 			return RSOCK_FB_RESOURCES;
 		c->tp->ch = c->ch;
 	}
-	return tp_create_qp(c->tp, c->id) ? RSOCK_FB_RESOURCES : 0;
+	return tp_prepare_qp(c->tp, c->id->port_num) ? RSOCK_FB_RESOURCES : 0;
 }
 
 /* Ask the peer's beacon whether librsock serves the port (doc/design.md
@@ -1032,7 +1062,7 @@ static int probe(struct cm_client *c, uint16_t cport, const struct cm_bufs *bufs
 		if ((rc = probe_send(c, cport, deadline, &pq)) == 0) {
 			if (i == 0)
 				client_prepare(c, bufs); /* failures are seen again after */
-			rc = probe_wait(&pq, deadline);
+			rc = probe_wait(&pq, deadline, &c->hint);
 		}
 		probe_drop(&pq);
 	}
@@ -1058,6 +1088,84 @@ static void client_free(struct cm_client *c)
 			rdma_destroy_event_channel(c->ch);
 	}
 	free(c);
+}
+
+/* With the beacon's hint, start resolving the data id's address at once:
+ * TCP's handshake and the hello's round trip hide it (pre_route and
+ * data_resolve go on from there). The neighbour entry is fresh (the probe
+ * just resolved the same address), so a short time-out does; an error is
+ * dealt with by data_resolve. */
+static void pre_resolve(struct cm_client *c)
+{
+	struct sockaddr_storage dst;
+
+	if (!c->hint)
+		return;
+	memcpy(&dst, &c->peer, sizeof(dst));
+	sa_set_port((struct sockaddr *)&dst, c->hint);
+	if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&dst, 25) == 0)
+		c->pre = 1;
+}
+
+/* If the address resolved meanwhile, ask for the route too (no wait). */
+static void pre_route(struct cm_client *c)
+{
+	struct rdma_cm_event *ev;
+
+	if (c->pre != 1 || rdma_get_cm_event(c->ch, &ev))
+		return; /* not yet: data_resolve waits for it */
+	if (ev->event == RDMA_CM_EVENT_ADDR_RESOLVED)
+		c->pre = rdma_resolve_route(c->id, cm_settings.handshake_ms) ? -1 : 2;
+	else
+		c->pre = ev->event == RDMA_CM_EVENT_ADDR_ERROR ? 0 : -1; /* ADDR_ERROR: bound again */
+	ack(ev);
+}
+
+/* The data id afresh, bound where the first one was (its resolution went
+ * towards a port that HELLO_ACK did not name). 0 or -errno. */
+static int data_id_renew(struct cm_client *c)
+{
+	rdma_destroy_id(c->id); /* the kernel drops the events it had not given us */
+	c->id = NULL;
+	c->pre = 0;
+	if (rdma_create_id(c->ch, &c->id, NULL, RDMA_PS_TCP)) {
+		c->id = NULL;
+		return -errno;
+	}
+	return rdma_bind_addr(c->id, (struct sockaddr *)&c->src) ? -errno : 0;
+}
+
+/* Resolve the data id's address and route towards dst (HELLO_ACK's port),
+ * going on from what pre_resolve and pre_route began if the hint was
+ * right. 0 or -errno. */
+static int data_resolve(struct cm_client *c, struct sockaddr *dst, int64_t deadline)
+{
+	struct rdma_cm_event *ev;
+	int rc;
+
+	if (c->pre < 0 || (c->pre && sa_port(dst) != c->hint)) {
+		log_debug("data connection: resolved again (hint %u, port %u)", c->hint, sa_port(dst));
+		if ((rc = data_id_renew(c)))
+			return rc;
+	}
+	if (c->pre == 1) {
+		rc = wait_event(c->ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, &ev);
+		ack(ev);
+		if (rc == -ETIMEDOUT && ev && left_ms(deadline))
+			c->pre = 0; /* ADDR_ERROR: the id is bound again, resolve anew */
+		else if (rc)
+			return rc;
+		else if (rdma_resolve_route(c->id, left_ms(deadline) ?: 1))
+			return -errno;
+		else
+			c->pre = 2;
+	}
+	if (c->pre == 2) {
+		rc = wait_event(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
+		ack(ev);
+		return rc;
+	}
+	return resolve(c->ch, c->id, NULL, dst, deadline);
 }
 
 void cm_client_abandon(struct cm_client *c)
@@ -1129,6 +1237,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 			goto plain;
 	}
 	memcpy(&src, &c->local, sizeof(src));
+	memcpy(&c->src, &src, sizeof(src));
 	memcpy(&c->local, &bound, sizeof(bound));
 	sa_unmap(&c->local);
 	if (sa_is_any((struct sockaddr *)&c->local)) {
@@ -1159,6 +1268,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 	}
 	getrandom(&c->token, sizeof(c->token), 0);
 	c->probed_ms = now_ms();
+	pre_resolve(c);
 	*state = c;
 	return 1;
 plain:
@@ -1227,6 +1337,7 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 		goto fail_nocancel;
 	}
 	log_debug("hello: sent on fd %d, %d ms left", fd, left_ms(deadline));
+	pre_route(c);
 	r = ctl_peek(fd, buf, PROTO_HELLO_ACK_LEN, deadline);
 	log_debug("hello: answer %zd, %d ms left", r, left_ms(deadline));
 	if (r == -ETIMEDOUT) {
@@ -1251,17 +1362,22 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 	memcpy(&dst, &c->peer, sizeof(dst));
 	sa_set_port((struct sockaddr *)&dst, a.rdma_port);
 	why = RSOCK_FB_NO_DEVICE;
-	if ((rc = resolve(c->ch, c->id, NULL, (struct sockaddr *)&dst, deadline))) {
+	if ((rc = data_resolve(c, (struct sockaddr *)&dst, deadline))) {
 		log_debug("data connection: resolve failed (%d)", rc);
 		goto fail;
 	}
 	uint64_t wire_token = htole64(c->token); /* little-endian on the wire */
 	tp_conn_param(&cp, &wire_token, sizeof(wire_token));
+	cp.qp_num = tp_own_qp_num(c->tp);
 	why = RSOCK_FB_PEER;
 	if (rdma_connect(c->id, &cp))
 		goto fail;
-	rc = wait_event(c->ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
+	/* The QP is not the id's: the reply comes as CONNECT_RESPONSE, and we
+	 * move the QP to RTR and RTS (tp_create_qp) and send the RTU. */
+	rc = wait_event(c->ch, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, &ev);
 	ack(ev);
+	if (rc == 0 && ((rc = tp_create_qp(c->tp, c->id)) || (rc = rdma_establish(c->id) ? -errno : 0)))
+		why = RSOCK_FB_RESOURCES;
 	if (rc) {
 		log_debug("data connection: not established (%d)", rc);
 		goto fail;

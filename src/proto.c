@@ -262,17 +262,17 @@ int proto_beacon_encode(const struct proto_beacon *m, void *buf, size_t len)
 	put_header(p, TYPE_BEACON);
 	put16(p + 6, m->version);
 	put16(p + 8, m->flags);
-	put16(p + 10, 0);
+	put16(p + 10, m->version >= 2 ? m->data_port : 0);
 	return PROTO_BEACON_LEN;
 }
 
 /* Returns PROTO_BEACON_LEN (bytes after it are ignored, as for the probe),
- * -EAGAIN, -EPROTO, or -EINVAL (NULL). Version 1 defines no flags. */
+ * -EAGAIN, -EPROTO, or -EINVAL (NULL). Version 1 defines no flags and no
+ * data port (its bytes 10-11 are 0). */
 int proto_beacon_decode(const void *buf, size_t len, struct proto_beacon *m)
 {
 	struct proto_beacon v;
 	struct rd r;
-	uint16_t resv;
 	int rc;
 
 	if (!m)
@@ -288,9 +288,9 @@ int proto_beacon_decode(const void *buf, size_t len, struct proto_beacon *m)
 		return -EAGAIN;
 	if (v.flags && v.version == 1)
 		return -EPROTO;
-	if (!rd_u16(&r, &resv))
+	if (!rd_u16(&r, &v.data_port))
 		return -EAGAIN;
-	if (resv && v.version == 1)
+	if (v.data_port && v.version == 1)
 		return -EPROTO;
 	*m = v;
 	return PROTO_BEACON_LEN;

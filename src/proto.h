@@ -30,6 +30,9 @@ struct proto_probe {
 struct proto_beacon {
 	uint16_t version;     /* highest version the server speaks */
 	uint16_t flags;
+	uint16_t data_port;   /* version >= 2: a hint, the port of the beacon process's
+			       * rdma_cm listener on the probed address (host order);
+			       * 0 when it has none. HELLO_ACK's rdma_port decides. */
 };
 #define PROTO_BEACON_LEN 12
 

@@ -281,6 +281,81 @@ PY
 	stats_only_rdma srv.log
 }
 
+@test "the beacon's data port hint: right (the listening process accepts) and wrong (another process accepts), every stream over RDMA" {
+	require_cmd python3
+	local port
+	port=$(free_port)
+	# The beacon tells a client the data listener's port of the process
+	# that listens, so that the client resolves its data connection while
+	# the hello makes its round trip. Here the server forks before it ever
+	# touches RDMA; the parent accepts the 1st and 3rd streams, the child
+	# the 2nd, for which the parent's hint is wrong: the client must then
+	# resolve again towards the port HELLO_ACK names.
+	cat >h.py <<'PY'
+import os, socket, sys
+role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+msg = b"hinted " * 20000
+def serve(l):
+    c, _ = l.accept()
+    got = bytearray()
+    while len(got) < len(msg):
+        d = c.recv(len(msg) - len(got))
+        if not d:
+            break
+        got += d
+    c.sendall(got)
+    c.close()
+    print("intact" if got == msg else "garbled", flush=True)
+if role == "srv":
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((b, port))
+    l.listen(4)
+    go, done = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.read(go[0], 1)
+        serve(l)
+        os.write(done[1], b"x")
+        os._exit(0)
+    serve(l)
+    os.write(go[1], b"x")
+    os.read(done[0], 1)
+    serve(l)
+    os.waitpid(pid, 0)
+else:
+    for _ in range(3):
+        s = socket.create_connection((b, port))
+        s.sendall(msg)
+        got = bytearray()
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+        assert got == msg, "echo differs"
+        s.close()
+    print("3 echoes intact")
+PY
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" \
+		LD_PRELOAD="$(rsock_preload_value)" python3 h.py srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" \
+		LD_PRELOAD="$(rsock_preload_value)" python3 h.py cli "$ADDR_B" "$port"
+	wait_bg "$BG_PID" 30
+	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
+	stats_only_rdma cli.log
+	stats_rdma cli.log 420000 tx
+	[[ "$(stats_line cli.log)" == *"streams tcp=0 rdma=3 "* ]]
+	# no listener yet at the first probe, then the parent's (twice)
+	run grep -oE 'probe from port [0-9]+ to port [0-9]+ \(data port [0-9]+\)' srv.log
+	[ "${#lines[@]}" = 3 ]
+	[[ "${lines[0]}" == *"(data port 0)" ]]
+	[[ "${lines[1]}" != *"(data port 0)" && "${lines[1]##* }" == "${lines[2]##* }" ]]
+	# the child's stream was resolved again; the third used the hint
+	[ "$(grep -c 'data connection: resolved again' cli.log)" = 1 ] || { cat cli.log >&2; false; }
+}
+
 # ---- mixed peers and fallback ---------------------------------------------------
 
 @test "plain TCP client to a librsock server: works, on TCP" {

@@ -181,7 +181,7 @@ static void test_roundtrip_probe(void **state)
 static void test_roundtrip_beacon(void **state)
 {
 	uint8_t b[148]; /* an IB REJ carries this much private data */
-	struct proto_beacon in = {.version = 1, .flags = 0}, out = {0, 0};
+	struct proto_beacon in = {.version = 1, .flags = 0}, out = {0, 0, 0};
 
 	memset(b, 0, sizeof(b));
 	assert_int_equal(proto_beacon_encode(&in, b, sizeof(b)), PROTO_BEACON_LEN);
@@ -196,6 +196,20 @@ static void test_roundtrip_beacon(void **state)
 	assert_int_equal(proto_beacon_decode(b, sizeof(b), &out), PROTO_BEACON_LEN);
 	assert_int_equal(out.version, 7);
 	assert_int_equal(out.flags, 0x8001);
+	assert_int_equal(out.data_port, 0);
+	/* version 2 carries the data port hint (bytes 10-11); version 1 cannot */
+	in.version = 2;
+	in.flags = 0;
+	in.data_port = 40123;
+	assert_int_equal(proto_beacon_encode(&in, b, sizeof(b)), PROTO_BEACON_LEN);
+	assert_int_equal(b[10], 40123 & 0xff);
+	assert_int_equal(b[11], 40123 >> 8);
+	assert_int_equal(proto_beacon_decode(b, sizeof(b), &out), PROTO_BEACON_LEN);
+	assert_int_equal(out.data_port, 40123);
+	in.version = 1;
+	assert_int_equal(proto_beacon_encode(&in, b, sizeof(b)), PROTO_BEACON_LEN);
+	assert_int_equal(proto_beacon_decode(b, sizeof(b), &out), PROTO_BEACON_LEN);
+	assert_int_equal(out.data_port, 0);
 }
 
 static void test_roundtrip_hello(void **state)
@@ -384,7 +398,7 @@ static void test_hostile_beacon(void **state)
 	put16(b + 8, 1); /* version 1 defines no flags */
 	expect_eproto(dec_beacon, b, sizeof(b), 8, 2);
 	memcpy(b, g, sizeof(b));
-	put16(b + 10, 0x100); /* reserved */
+	put16(b + 10, 0x100); /* no data port in version 1 */
 	expect_eproto(dec_beacon, b, sizeof(b), 10, 2);
 }
 
