@@ -684,19 +684,112 @@ static int spin(struct ep *ep, int64_t start)
 }
 
 /* One kernel wait on the instance: epoll_pwait2 when libc has it. */
+static _Atomic int kwait_no_pwait2; /* the kernel said ENOSYS (before 5.11) */
+
 static int kwait(int kfd, struct epoll_event *evs, int max, int64_t ns, const sigset_t *mask)
 {
 	struct timespec ts;
 
-	if (ns >= 0 && rsock_real.epoll_pwait2) {
+	if (rsock_real.epoll_pwait2 && !atomic_load_explicit(&kwait_no_pwait2, memory_order_relaxed)) {
+		int r;
 		ts.tv_sec = ns / 1000000000;
 		ts.tv_nsec = ns % 1000000000;
-		return rsock_real.epoll_pwait2(kfd, evs, max, &ts, mask);
+		r = rsock_real.epoll_pwait2(kfd, evs, max, ns >= 0 ? &ts : NULL, mask);
+		if (r >= 0 || errno != ENOSYS)
+			return r;
+		atomic_store_explicit(&kwait_no_pwait2, 1, memory_order_relaxed);
 	}
-	if (ns < 0 && rsock_real.epoll_pwait2)
-		return rsock_real.epoll_pwait2(kfd, evs, max, NULL, mask);
 	return rsock_real.epoll_pwait(kfd, evs, max,
 				      ns < 0 ? -1 : (int)((ns + 999999) / 1000000), mask);
+}
+
+/* The kernel's answer evs[from .. from + k): the application's events are
+ * kept (moved down over ours), our tags acted on and dropped. Returns the
+ * end of what is kept; *internal counts our tags. In a forked child that
+ * shares the instance with its parent (ep->owner), the parent's tags are
+ * dropped without acting on streams that are not this process's. Caller
+ * holds ep->lock, and was counted in ep->waiters while it waited (so that
+ * the tags of items removed meanwhile are recognised). */
+static int absorb(struct ep *ep, struct epoll_event *evs, int from, int k, int *internal)
+{
+	int m = from, mine = ep->owner == rsock_pid();
+
+	for (int i = from; i < from + k; i++) {
+		void *tag = evs[i].data.ptr;
+		struct ep_item *it = NULL;
+
+		if (tag == &ep_kick_tag) {
+			/* Someone consumed a completion event of a
+			 * stream we watch: look at all of them again. */
+			struct ep_item *tmp;
+			if (mine)
+				HASH_ITER(hh, ep->items, it, tmp)
+					ready_add(ep, it);
+			(*internal)++;
+			continue;
+		}
+		if (tag == &ep->bell) {
+			(*internal)++;
+			continue;
+		}
+		int ctl = (uintptr_t)tag & 1;
+		if (ctl)
+			tag = (char *)tag - 1;
+		HASH_FIND(hp, ep->tags, &tag, sizeof(tag), it);
+		if (!it && ep->dead_n && dead_tag(ep, tag)) {
+			(*internal)++; /* removed while we slept */
+			continue;
+		}
+		if (it && !mine) {
+			(*internal)++;
+			continue;
+		}
+		if (it && ctl) {
+			tp_control_event(it->c->tp);
+			ready_add(ep, it);
+			(*internal)++;
+			continue;
+		}
+		if (it) {
+			if (tp_consume(it->c->tp) &&
+			    atomic_load_explicit(&it->c->tp->watchers, memory_order_relaxed) > 1)
+				event_kick(); /* other instances slept on it too */
+			ready_add(ep, it);
+			(*internal)++;
+			continue;
+		}
+		evs[m++] = evs[i];
+	}
+	return m;
+}
+
+/* The wait of an instance the kernel alone serves (no RDMA stream yet, or
+ * one shared with the parent process), on the application's descriptor.
+ * The waiter is counted like ep_wait's, and the answer goes through
+ * absorb when the instance has our helpers now: another thread may
+ * register the first RDMA stream (our tags in the kernel set) while this
+ * one sleeps, and the kernel then hands it tags that the application would
+ * take for its own data (apache's event MPM crashed on one: its listener
+ * thread slept in epoll_wait while a worker added a kept-alive RDMA
+ * stream). Returns the events kept, -errno, or EP_PASS when the answer was
+ * only our tags (the caller waits again, through the RDMA path). */
+static int pass_wait(struct ep *ep, int epfd, struct epoll_event *evs, int max, int64_t tmo_ns,
+		     const sigset_t *mask)
+{
+	int k, m, internal = 0;
+
+	atomic_fetch_add(&ep->waiters, 1);
+	k = kwait(epfd, evs, max, tmo_ns, mask);
+	int e = errno;
+	pthread_mutex_lock(&ep->lock);
+	m = k > 0 && ep->kfd >= 0 ? absorb(ep, evs, 0, k, &internal) : k;
+	waiter_leave(ep);
+	if (internal)
+		bell_update(ep);
+	pthread_mutex_unlock(&ep->lock);
+	if (k < 0)
+		return -e;
+	return m == 0 && internal ? EP_PASS : m;
 }
 
 int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
@@ -719,9 +812,21 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 	 * handed to the application raw is a pointer it takes for its own data
 	 * (haproxy crashed on one after its last RDMA stream moved to TCP and
 	 * closed). */
-	if (ep->kfd < 0 || ep->owner != rsock_pid()) {
+	while (ep->kfd < 0 || ep->owner != rsock_pid()) {
+		int r, mine = ep->owner == rsock_pid();
 		pthread_mutex_unlock(&ep->lock);
-		return EP_PASS;
+		r = pass_wait(ep, epfd, evs, max, tmo_ns, mask);
+		if (r != EP_PASS)
+			return r;
+		/* Only our tags. In the instance's own process the first RDMA
+		 * stream came meanwhile: wait again on its path (the whole
+		 * time-out again; this happens once, when the instance takes
+		 * its first stream). In a child sharing its parent's instance
+		 * they were the parent's: a bounded wait ends as if it timed
+		 * out (the clock is not read on this path). */
+		if (!mine && tmo_ns >= 0)
+			return 0;
+		pthread_mutex_lock(&ep->lock);
 	}
 	gen = ++ep->scan_gen;
 	pthread_mutex_unlock(&ep->lock);
@@ -766,49 +871,8 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			return n ? n : -e;
 		}
 		/* Keep the application's events, act on our tags. */
-		m = n;
 		pthread_mutex_lock(&ep->lock);
-		for (int i = n; i < n + k; i++) {
-			void *tag = evs[i].data.ptr;
-			struct ep_item *it = NULL;
-
-			if (tag == &ep_kick_tag) {
-				/* Someone consumed a completion event of a
-				 * stream we watch: look at all of them again. */
-				struct ep_item *tmp;
-				HASH_ITER(hh, ep->items, it, tmp)
-					ready_add(ep, it);
-				internal++;
-				continue;
-			}
-			if (tag == &ep->bell) {
-				internal++;
-				continue;
-			}
-			int ctl = (uintptr_t)tag & 1;
-			if (ctl)
-				tag = (char *)tag - 1;
-			HASH_FIND(hp, ep->tags, &tag, sizeof(tag), it);
-			if (!it && ep->dead_n && dead_tag(ep, tag)) {
-				internal++; /* removed while we slept */
-				continue;
-			}
-			if (it && ctl) {
-				tp_control_event(it->c->tp);
-				ready_add(ep, it);
-				internal++;
-				continue;
-			}
-			if (it) {
-				if (tp_consume(it->c->tp) &&
-				    atomic_load_explicit(&it->c->tp->watchers, memory_order_relaxed) > 1)
-					event_kick(); /* other instances slept on it too */
-				ready_add(ep, it);
-				internal++;
-				continue;
-			}
-			evs[m++] = evs[i];
-		}
+		m = absorb(ep, evs, n, k, &internal);
 		/* Streams that just woke up are reported with the rest. */
 		if (internal && m < max)
 			m += scan(ep, evs + m, max - m, gen);

@@ -34,8 +34,10 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev);
 
 /* epoll_pwait2() on a tracked instance epfd (epc its conn, epc->ep set,
  * caller's reference). tmo NULL = forever. Returns the number of events or
- * -errno; EP_PASS when the instance holds no RDMA stream and the kernel alone
- * must answer. Takes ep->lock, never while sleeping. */
+ * -errno. An instance that holds no RDMA stream is the kernel's alone, but
+ * its answer still passes through here (another thread may give it its
+ * first stream, and our tags, meanwhile). Takes ep->lock, never while
+ * sleeping. */
 #define EP_PASS (1 << 30)
 int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 	    const struct timespec *tmo, const sigset_t *mask);

@@ -1,6 +1,7 @@
 /* shim/epoll.c - epoll. Registrations of streams carried by kernel TCP are
  * the kernel's; an instance that holds RDMA streams is driven by epoll.c,
- * and an instance that holds none costs a table lookup per wait. */
+ * and an instance that holds none costs a table lookup per wait and passes
+ * through epoll.c too (pass_wait). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif

@@ -14,6 +14,10 @@
  *      writing and one reading each, every wait a poll() of its own on the
  *      one socket, at both ends, 4 connections at once (a lost wake-up
  *      hangs it).
+ *   7. a thread sleeps in epoll_wait() on an instance that holds only a
+ *      pipe when another adds a stream with data waiting (apache's event
+ *      MPM: its listener sleeps while a worker adds a kept-alive
+ *      connection): the sleeper wakes with the stream's own data word.
  *
  * usage: threadcheck SERVER_ADDR CLIENT_ADDR [PORT]; output: one line per
  * observation (server's, then client's). With RSOCK_EXPECT_TRANSPORT=N every
@@ -270,6 +274,63 @@ static void churn(int fd)
 	close(fd);
 }
 
+#define LATE_DATA 0x1a7eadd0ULL
+#define PIPE_DATA 0x919eULL
+
+struct late {
+	int ep;
+	unsigned n, foreign;
+	uint32_t events;
+};
+
+static void *late_wait(void *arg)
+{
+	struct late *k = arg;
+	struct epoll_event ev[8];
+
+	for (int tries = 0; tries < 100 && !k->n; tries++) {
+		int n = epoll_wait(k->ep, ev, 8, 100);
+		for (int i = 0; i < n; i++) {
+			if (ev[i].data.u64 == LATE_DATA) {
+				k->n++;
+				k->events = ev[i].events;
+			} else {
+				k->foreign++;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* 7: the stream joins an instance while another thread sleeps in it. */
+static void late_add(int fd)
+{
+	struct late k = {.ep = epoll_create1(EPOLL_CLOEXEC)};
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = PIPE_DATA};
+	int p[2];
+	char b[16];
+	pthread_t t;
+	ssize_t r;
+
+	if (pipe(p) || epoll_ctl(k.ep, EPOLL_CTL_ADD, p[0], &ev)) {
+		fprintf(stderr, "threadcheck: pipe or epoll_ctl: %s\n", strerror(errno));
+		exit(3);
+	}
+	pthread_create(&t, NULL, late_wait, &k);
+	usleep(200000); /* the waiter sleeps in the kernel */
+	ev.data.u64 = LATE_DATA;
+	say("S7 add %d", epoll_ctl(k.ep, EPOLL_CTL_ADD, fd, &ev));
+	pthread_join(t, NULL);
+	r = recv(fd, b, sizeof(b), 0);
+	say("S7 waiter: stream events %u (0x%x), foreign %u; read %zd '%.*s'", k.n, k.events,
+	    k.foreign, r, (int)(r > 0 ? r : 0), b);
+	close(p[0]);
+	close(p[1]);
+	close(k.ep);
+	close(fd);
+	sig(s2c);
+}
+
 static void server(int lfd)
 {
 	int fd;
@@ -324,6 +385,9 @@ static void server(int lfd)
 		for (int i = 0; i < NB_CONNS; i++)
 			close(fds[i]);
 	}
+
+	/* 7 */
+	late_add(take(lfd));
 }
 
 static void client(void)
@@ -376,6 +440,11 @@ static void client(void)
 		for (int i = 0; i < NB_CONNS; i++)
 			close(fds[i]);
 	}
+
+	fd = dial();
+	say("C7 write %zd", write(fd, "late", 4));
+	await(s2c);
+	close(fd);
 }
 
 int main(int argc, char **argv)
