@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
 #include <rdma/rdma_cma.h>
+#include <sys/ioctl.h>
 
 #include "cm.h"
 #include "init.h"
@@ -1443,6 +1446,26 @@ int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, stru
 	return why ? why : cm_server_handshake(fd, bufs, out);
 }
 
+/* Whether another process took this stream's hello already: the hello is
+ * its first bytes, so bytes received and no longer queued were read by
+ * someone, and this process has not (it would have settled the stream).
+ * vsftpd forks its session's two processes before either uses the
+ * stream: the second waited for a hello the first had answered until the
+ * handshake bound, 4 s per session. Read before the queue, so that bytes
+ * arriving in between make it err towards waiting. */
+static int hello_taken(int fd)
+{
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+	int inq = 0;
+
+	if (rsock_real.getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) ||
+	    tl < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received) ||
+	    rsock_real.ioctl(fd, FIONREAD, &inq) || inq < 0)
+		return 0;
+	return ti.tcpi_bytes_received > (uint64_t)inq;
+}
+
 int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 {
 	struct sockaddr_storage local;
@@ -1463,6 +1486,10 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 	sa_unmap(&local); /* an IPv4 client of a dual-stack listener: IPv4 data listener */
 
 	/* A librsock client: its hello is the first thing on the stream. */
+	if (hello_taken(fd)) {
+		log_debug("accept: fd %d: another process answered the hello already: TCP here", fd);
+		return RSOCK_FB_PEER;
+	}
 	deadline = now_ms() + 2 * cm_settings.handshake_ms;
 	log_debug("accept: waiting for the hello on fd %d", fd);
 	r = ctl_peek(fd, buf, PROTO_HELLO_LEN, deadline);

@@ -356,6 +356,67 @@ PY
 	[ "$(grep -c 'data connection: resolved again' cli.log)" = 1 ] || { cat cli.log >&2; false; }
 }
 
+@test "two processes share a stream accepted before either used it (vsftpd's session): the second does not wait for a hello the first answered" {
+	require_cmd python3
+	local port
+	port=$(free_port)
+	# vsftpd forks its session's privileged and unprivileged processes
+	# before either touches the stream; the first answered the hello (and
+	# stayed on TCP: it had changed its credentials), and the second then
+	# waited for one until the handshake bound, 4 s a session. Here the
+	# first declines RDMA by writing through stdio (fdopen).
+	cat >v.py <<'PY'
+import ctypes, os, socket, sys, time
+role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if role == "srv":
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((b, port))
+    l.listen(4)
+    c, _ = l.accept()
+    if os.fork() == 0:
+        go = os.pipe()
+        if os.fork() == 0:          # the second process
+            os.read(go[0], 1)
+            line = c.makefile("rb").readline()
+            c.sendall(b"echo " + line)
+            os._exit(0)
+        libc = ctypes.CDLL(None)    # the first use, through stdio: the hello
+        libc.fdopen.restype = ctypes.c_void_p   # is answered with a refusal
+        libc.fputs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+        libc.fflush.argtypes = [ctypes.c_void_p]
+        libc.fclose.argtypes = [ctypes.c_void_p]
+        fp = libc.fdopen(os.dup(c.fileno()), b"w")
+        libc.fputs(b"220 ready\n", fp)
+        libc.fflush(fp)
+        libc.fclose(fp)
+        os.write(go[1], b"x")
+        os.wait()
+        os._exit(0)
+    c.close()
+    os.wait()
+else:
+    t = time.time()
+    s = socket.create_connection((b, port))
+    f = s.makefile("rb")
+    assert f.readline() == b"220 ready\n"
+    s.sendall(b"USER anonymous\n")
+    assert f.readline() == b"echo USER anonymous\n"
+    print("session %.2f s" % (time.time() - t))
+PY
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" \
+		LD_PRELOAD="$(rsock_preload_value)" python3 v.py srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 30 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 v.py cli "$ADDR_B" "$port"
+	echo "$output"
+	[ "$status" = 0 ]
+	wait_bg "$BG_PID" 30
+	# well under the 4 s handshake bound the second process waited before
+	awk '/^session/ { exit !($2 < 2.0) }' <<<"$output"
+	grep -q 'another process answered the hello already' srv.log || { cat srv.log >&2; false; }
+}
+
 # ---- mixed peers and fallback ---------------------------------------------------
 
 @test "plain TCP client to a librsock server: works, on TCP" {
