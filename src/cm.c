@@ -229,7 +229,9 @@ static void ack(struct rdma_cm_event *ev)
 		rdma_ack_cm_event(ev);
 }
 
-/* Resolve address and route of id towards dst (src may be NULL).
+/* Resolve address and route of id towards dst (src may be NULL), going on
+ * from what was already asked: RESOLVE_NEW nothing, RESOLVE_ADDR the address
+ * (with a 25 ms time-out, as here), RESOLVE_ROUTE the route too.
  *
  * Address resolution is retried with growing time-outs (25 ms, doubling)
  * until the deadline: the kernel's rdma_cm resolver does not always notice
@@ -237,17 +239,20 @@ static void ack(struct rdma_cm_event *ev)
  * when its own time-out expires (measured on soft-RoCE: a cold ARP cache
  * always costs the full time-out given). A short first attempt followed by a
  * retry finds the entry that the first one made the kernel resolve. */
-static int resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr *src,
-		   struct sockaddr *dst, int64_t deadline)
+enum { RESOLVE_NEW = 0, RESOLVE_ADDR, RESOLVE_ROUTE };
+#define RESOLVE_FIRST_MS 25
+
+static int resolve_from(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr *src,
+			struct sockaddr *dst, int64_t deadline, int asked)
 {
 	struct rdma_cm_event *ev;
-	int rc, step = 25;
+	int rc = 0, step = RESOLVE_FIRST_MS;
 
-	for (;;) {
+	for (; asked < RESOLVE_ROUTE; asked = RESOLVE_NEW) {
 		int t = left_ms(deadline);
 		if (t > step)
 			t = step;
-		if (rdma_resolve_addr(id, src, dst, t ?: 1))
+		if (asked == RESOLVE_NEW && rdma_resolve_addr(id, src, dst, t ?: 1))
 			return -errno;
 		rc = wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, &ev);
 		ack(ev);
@@ -260,11 +265,17 @@ static int resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct 
 	}
 	if (rc)
 		return rc;
-	if (rdma_resolve_route(id, left_ms(deadline) ?: 1))
+	if (asked < RESOLVE_ROUTE && rdma_resolve_route(id, left_ms(deadline) ?: 1))
 		return -errno;
 	rc = wait_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
 	ack(ev);
 	return rc;
+}
+
+static int resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr *src,
+		   struct sockaddr *dst, int64_t deadline)
+{
+	return resolve_from(ch, id, src, dst, deadline, RESOLVE_NEW);
 }
 
 /* ---- devices ------------------------------------------------------------------ */
@@ -938,8 +949,8 @@ struct cm_client {
 	uint64_t token;
 	int fd; /* the application's socket */
 	uint16_t hint; /* the beacon's data port hint, 0 if none */
-	int pre; /* the data id resolved ahead towards hint: 0 not (bound only),
-		  * 1 address asked, 2 route asked, -1 spoiled (a fresh id is needed) */
+	int pre; /* what was asked ahead for the data id towards hint: RESOLVE_NEW
+		  * (nothing), _ADDR, _ROUTE, or -1 spoiled (a fresh id is needed) */
 };
 
 /* IB CM reject reasons (IBA 12.6.7.2) that say something about the peer. */
@@ -1106,8 +1117,8 @@ static void pre_resolve(struct cm_client *c)
 		return;
 	memcpy(&dst, &c->peer, sizeof(dst));
 	sa_set_port((struct sockaddr *)&dst, c->hint);
-	if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&dst, 25) == 0)
-		c->pre = 1;
+	if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&dst, RESOLVE_FIRST_MS) == 0)
+		c->pre = RESOLVE_ADDR;
 }
 
 /* If the address resolved meanwhile, ask for the route too (no wait). */
@@ -1115,12 +1126,12 @@ static void pre_route(struct cm_client *c)
 {
 	struct rdma_cm_event *ev;
 
-	if (c->pre != 1 || rdma_get_cm_event(c->ch, &ev))
+	if (c->pre != RESOLVE_ADDR || rdma_get_cm_event(c->ch, &ev))
 		return; /* not yet: data_resolve waits for it */
 	if (ev->event == RDMA_CM_EVENT_ADDR_RESOLVED)
-		c->pre = rdma_resolve_route(c->id, cm_settings.handshake_ms) ? -1 : 2;
-	else
-		c->pre = ev->event == RDMA_CM_EVENT_ADDR_ERROR ? 0 : -1; /* ADDR_ERROR: bound again */
+		c->pre = rdma_resolve_route(c->id, cm_settings.handshake_ms) ? -1 : RESOLVE_ROUTE;
+	else /* ADDR_ERROR: the id is bound again */
+		c->pre = ev->event == RDMA_CM_EVENT_ADDR_ERROR ? RESOLVE_NEW : -1;
 	ack(ev);
 }
 
@@ -1130,7 +1141,7 @@ static int data_id_renew(struct cm_client *c)
 {
 	rdma_destroy_id(c->id); /* the kernel drops the events it had not given us */
 	c->id = NULL;
-	c->pre = 0;
+	c->pre = RESOLVE_NEW;
 	if (rdma_create_id(c->ch, &c->id, NULL, RDMA_PS_TCP)) {
 		c->id = NULL;
 		return -errno;
@@ -1143,7 +1154,6 @@ static int data_id_renew(struct cm_client *c)
  * right. 0 or -errno. */
 static int data_resolve(struct cm_client *c, struct sockaddr *dst, int64_t deadline)
 {
-	struct rdma_cm_event *ev;
 	int rc;
 
 	if (c->pre < 0 || (c->pre && sa_port(dst) != c->hint)) {
@@ -1151,24 +1161,7 @@ static int data_resolve(struct cm_client *c, struct sockaddr *dst, int64_t deadl
 		if ((rc = data_id_renew(c)))
 			return rc;
 	}
-	if (c->pre == 1) {
-		rc = wait_event(c->ch, RDMA_CM_EVENT_ADDR_RESOLVED, deadline, &ev);
-		ack(ev);
-		if (rc == -ETIMEDOUT && ev && left_ms(deadline))
-			c->pre = 0; /* ADDR_ERROR: the id is bound again, resolve anew */
-		else if (rc)
-			return rc;
-		else if (rdma_resolve_route(c->id, left_ms(deadline) ?: 1))
-			return -errno;
-		else
-			c->pre = 2;
-	}
-	if (c->pre == 2) {
-		rc = wait_event(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, &ev);
-		ack(ev);
-		return rc;
-	}
-	return resolve(c->ch, c->id, NULL, dst, deadline);
+	return resolve_from(c->ch, c->id, NULL, dst, deadline, c->pre);
 }
 
 void cm_client_abandon(struct cm_client *c)
@@ -1181,7 +1174,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		    enum rsock_fallback_reason *why)
 {
 	struct cm_client *c;
-	struct sockaddr_storage peer, bound, src;
+	struct sockaddr_storage peer, bound;
 	socklen_t bl = sizeof(bound);
 	int rc;
 
@@ -1239,8 +1232,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		    sa_port((struct sockaddr *)&bound) == 0)
 			goto plain;
 	}
-	memcpy(&src, &c->local, sizeof(src));
-	memcpy(&c->src, &src, sizeof(src));
+	memcpy(&c->src, &c->local, sizeof(c->src));
 	memcpy(&c->local, &bound, sizeof(bound));
 	sa_unmap(&c->local);
 	if (sa_is_any((struct sockaddr *)&c->local)) {
@@ -1249,7 +1241,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		 * route's source at connect(), and the beacon must record that
 		 * address, not 0.0.0.0. cm_client_finish checks the guess. */
 		uint16_t port = sa_port((struct sockaddr *)&c->local);
-		memcpy(&c->local, &src, sizeof(src));
+		memcpy(&c->local, &c->src, sizeof(c->src));
 		sa_set_port((struct sockaddr *)&c->local, port);
 	}
 	c->fd = fd;
