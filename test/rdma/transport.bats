@@ -234,47 +234,22 @@ PY
 	# the server takes the stream for a plain client's and its application
 	# reads the hello (unbound answered no query over TCP from dig).
 	cat >w.py <<'PY'
-import socket, sys
+import sys
+from echoes import listener, serve_one, echo_clients
 role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 msg = b"first bytes of the client " * 1000
 if role == "srv":
-    l = socket.socket()
-    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    l.bind((b, port))
-    l.listen(4)
+    l = listener(b, port)
     for _ in range(3):
-        c, peer = l.accept()
-        got = bytearray()
-        while len(got) < len(msg):
-            d = c.recv(len(msg) - len(got))
-            if not d:
-                break
-            got += d
-        print("intact" if got == msg else "garbled: %r" % bytes(got[:60]), flush=True)
-        c.sendall(got)
-        c.close()
+        serve_one(l, msg)
 else:
-    for _ in range(3):
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("0.0.0.0", 0))
-        s.connect((b, port))
-        s.sendall(msg)
-        got = bytearray()
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            got += d
-        assert got == msg, "echo differs"
-        s.close()
-    print("3 echoes intact")
+    echo_clients(b, port, msg, 3, bind=("0.0.0.0", 0))
 PY
 	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
-		python3 w.py srv "$ADDR_B" "$port"
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 w.py srv "$ADDR_B" "$port"
 	wait_for_port "$port" 15 "$BG_PID"
 	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
-		python3 w.py cli "$ADDR_B" "$port"
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 w.py cli "$ADDR_B" "$port"
 	wait_bg "$BG_PID" 30
 	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
 	stats_only_rdma cli.log
@@ -292,56 +267,32 @@ PY
 	# the 2nd, for which the parent's hint is wrong: the client must then
 	# resolve again towards the port HELLO_ACK names.
 	cat >h.py <<'PY'
-import os, socket, sys
+import os, sys
+from echoes import listener, serve_one, echo_clients
 role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 msg = b"hinted " * 20000
-def serve(l):
-    c, _ = l.accept()
-    got = bytearray()
-    while len(got) < len(msg):
-        d = c.recv(len(msg) - len(got))
-        if not d:
-            break
-        got += d
-    c.sendall(got)
-    c.close()
-    print("intact" if got == msg else "garbled", flush=True)
 if role == "srv":
-    l = socket.socket()
-    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    l.bind((b, port))
-    l.listen(4)
+    l = listener(b, port)
     go, done = os.pipe(), os.pipe()
     pid = os.fork()
     if pid == 0:
         os.read(go[0], 1)
-        serve(l)
+        serve_one(l, msg)
         os.write(done[1], b"x")
         os._exit(0)
-    serve(l)
+    serve_one(l, msg)
     os.write(go[1], b"x")
     os.read(done[0], 1)
-    serve(l)
+    serve_one(l, msg)
     os.waitpid(pid, 0)
 else:
-    for _ in range(3):
-        s = socket.create_connection((b, port))
-        s.sendall(msg)
-        got = bytearray()
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            got += d
-        assert got == msg, "echo differs"
-        s.close()
-    print("3 echoes intact")
+    echo_clients(b, port, msg, 3)
 PY
 	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" \
-		LD_PRELOAD="$(rsock_preload_value)" python3 h.py srv "$ADDR_B" "$port"
+		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" python3 h.py srv "$ADDR_B" "$port"
 	wait_for_port "$port" 15 "$BG_PID"
 	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" \
-		LD_PRELOAD="$(rsock_preload_value)" python3 h.py cli "$ADDR_B" "$port"
+		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" python3 h.py cli "$ADDR_B" "$port"
 	wait_bg "$BG_PID" 30
 	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
 	stats_only_rdma cli.log

@@ -1,0 +1,51 @@
+"""echoes.py - the echo both ends of transport.bats' Python tests share
+(they put test/rdma on PYTHONPATH).
+
+listener(host, port): a listening socket.
+serve_one(l, msg): take one stream, read exactly len(msg) bytes, print
+    "intact" (or "garbled: ...") on a line of its own, send them back, close.
+echo_clients(host, port, msg, count, bind=None): count times connect (after
+    binding to bind if given), send msg and read the echo to EOF, which must
+    be msg; then print "<count> echoes intact".
+"""
+import socket
+
+
+def listener(host, port):
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((host, port))
+    l.listen(4)
+    return l
+
+
+def serve_one(l, msg):
+    c, _ = l.accept()
+    got = bytearray()
+    while len(got) < len(msg):
+        d = c.recv(len(msg) - len(got))
+        if not d:
+            break
+        got += d
+    print("intact" if got == msg else "garbled: %r" % bytes(got[:60]), flush=True)
+    c.sendall(got)
+    c.close()
+
+
+def echo_clients(host, port, msg, count, bind=None):
+    for _ in range(count):
+        s = socket.socket()
+        if bind:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(bind)
+        s.connect((host, port))
+        s.sendall(msg)
+        got = bytearray()
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+        assert got == msg, "echo differs"
+        s.close()
+    print("%d echoes intact" % count, flush=True)
