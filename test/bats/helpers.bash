@@ -178,6 +178,7 @@ wait_for_port() {
 		port_listening "$port" && return 0
 		if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
 			echo "wait_for_port: the server (pid $pid) exited before listening on $port" >&2
+			bg_output "$pid"
 			return 1
 		fi
 		sleep 0.05
@@ -197,6 +198,23 @@ start_bg() {
 		>"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
 	BG_PID=$!
 	echo "$BG_PID" >>"$BATS_TEST_TMPDIR/.bg_pids"
+	echo "$BG_PID $name" >>"$BATS_TEST_TMPDIR/.bg_names"
+}
+
+# bg_output PID: the last lines a background server wrote (stdout, stderr,
+# the library's log when it has one),
+# to stderr, for a test that fails because of it.
+bg_output() {
+	local name f rc=0
+	name=$(awk -v p="$1" '$1 == p { n = $2 } END { print n }' "$BATS_TEST_TMPDIR/.bg_names" 2>/dev/null)
+	[ -n "$name" ] || return 0
+	kill -0 "$1" 2>/dev/null || wait "$1" 2>/dev/null || rc=$?
+	echo "--- $name (pid $1) exit status $rc" >&2
+	for f in "$BATS_TEST_TMPDIR/$name".{out,err,log}; do
+		[ -s "$f" ] || continue
+		echo "--- last lines of ${f##*/}:" >&2
+		tail -n 20 "$f" >&2
+	done
 }
 
 # wait_bg PID [SECONDS]: wait for a background server to exit by itself;
