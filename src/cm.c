@@ -27,6 +27,7 @@
 #include <sys/ioctl.h>
 
 #include "cm.h"
+#include "fdtab.h"
 #include "init.h"
 #include "handover.h"
 #include "log.h"
@@ -185,9 +186,19 @@ static struct rdma_event_channel *new_channel(void)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 
-	if (ch)
-		fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK | O_CLOEXEC);
+	if (ch) {
+		fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+		ch->fd = fdtab_own_move(ch->fd); /* out of the application's way */
+	}
 	return ch;
+}
+
+void cm_channel_free(struct rdma_event_channel *ch)
+{
+	if (!ch)
+		return;
+	fdtab_disown(ch->fd);
+	rdma_destroy_event_channel(ch);
 }
 
 /* Wait on a private channel for `want`. On success *ev holds the event (ack
@@ -657,7 +668,7 @@ static void *cm_main(void *arg)
 			 * client's probe is refused at once (a plain peer, to
 			 * it) instead of waiting for an answer that cannot come. */
 			pthread_mutex_lock(&cm_lock);
-			rsock_real.close(cm_ucm);
+			fdtab_close_own(cm_ucm);
 			cm_ucm = -1;
 			pthread_mutex_unlock(&cm_lock);
 			p[1].fd = creds_stale("beacons' connection manager");
@@ -688,6 +699,7 @@ static int cm_start(void)
 		return errno ? -errno : -ENODEV;
 	if ((cm_ucm = ucm_open()) < 0)
 		return cm_ucm;
+	cm_ucm = fdtab_own_move(cm_ucm);
 	sem_init(&cm_up, 0, 0);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
@@ -968,8 +980,7 @@ static void probe_drop(struct probe_req *pq)
 {
 	if (pq->id)
 		rdma_destroy_id(pq->id);
-	if (pq->ch)
-		rdma_destroy_event_channel(pq->ch);
+	cm_channel_free(pq->ch);
 	pq->id = NULL;
 	pq->ch = NULL;
 }
@@ -1098,8 +1109,7 @@ static void client_free(struct cm_client *c)
 	if (!tp_owns_id) {
 		if (c->id)
 			rdma_destroy_id(c->id);
-		if (c->ch)
-			rdma_destroy_event_channel(c->ch);
+		cm_channel_free(c->ch);
 	}
 	free(c);
 }
@@ -1383,7 +1393,7 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 	pthread_mutex_lock(&cm_lock);
 	c->id->context = NULL;
 	if (cm_ch && cm_thread_pid == rsock_pid() && rdma_migrate_id(c->id, cm_ch) == 0) {
-		rdma_destroy_event_channel(c->tp->ch);
+		cm_channel_free(c->tp->ch);
 		c->tp->ch = NULL;
 	}
 	pthread_mutex_unlock(&cm_lock);

@@ -92,4 +92,9 @@ void cm_fork_resume(void);
 void cm_fork_lock(void);
 void cm_fork_unlock(void);
 
+/* Destroy a channel made by the library (its descriptor is one of our own,
+ * fdtab.h). NULL is ignored. */
+struct rdma_event_channel;
+void cm_channel_free(struct rdma_event_channel *ch);
+
 #endif

@@ -101,11 +101,11 @@ static int kick_fd(void)
 
 	if (fd >= 0)
 		return fd;
-	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	fd = fdtab_own_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (fd < 0)
 		return -errno;
 	if (!atomic_compare_exchange_strong(&ep_kick_fd, &expect, fd)) {
-		rsock_real.close(fd);
+		fdtab_close_own(fd);
 		fd = expect;
 	}
 	return fd;
@@ -145,12 +145,13 @@ static int ep_arm_kernel(struct ep *ep, int epfd)
 		return 0;
 	if ((kick = kick_fd()) < 0)
 		return kick;
-	ep->kfd = rsock_real.fcntl(epfd, F_DUPFD_CLOEXEC, 512);
+	ep->kfd = rsock_real.fcntl(epfd, F_DUPFD_CLOEXEC, FDTAB_OWN_BASE);
 	if (ep->kfd < 0)
 		ep->kfd = rsock_real.fcntl(epfd, F_DUPFD_CLOEXEC, 0);
 	if (ep->kfd < 0)
 		return -errno;
-	ep->bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	fdtab_own(ep->kfd);
+	ep->bell = fdtab_own_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (ep->bell < 0)
 		goto fail;
 	e.data.ptr = &ep->bell;
@@ -163,9 +164,8 @@ static int ep_arm_kernel(struct ep *ep, int epfd)
 	return 0;
 fail: {
 	int rc = -errno;
-	if (ep->bell >= 0)
-		rsock_real.close(ep->bell);
-	rsock_real.close(ep->kfd);
+	fdtab_close_own(ep->bell);
+	fdtab_close_own(ep->kfd);
 	ep->kfd = ep->bell = -1;
 	return rc;
 }
@@ -930,10 +930,8 @@ void ep_destroy(struct ep *ep)
 	pthread_mutex_lock(&ep->lock);
 	dead_forget(ep, ep->dead_n);
 	pthread_mutex_unlock(&ep->lock);
-	if (ep->bell >= 0)
-		rsock_real.close(ep->bell);
-	if (ep->kfd >= 0)
-		rsock_real.close(ep->kfd);
+	fdtab_close_own(ep->bell);
+	fdtab_close_own(ep->kfd);
 	pthread_mutex_destroy(&ep->lock);
 	free(ep);
 }

@@ -7,6 +7,10 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "fdtab.h"
 
@@ -155,29 +159,158 @@ void fdtab_remove_range(unsigned lo, unsigned hi)
 	}
 }
 
-int fdtab_reserve(int fd)
+/* ---- the library's own descriptors ---------------------------------------- */
+
+struct own_entry {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	UT_hash_handle hh;
+};
+
+static struct own_entry *own_head; /* under fdtab_lock */
+
+/* Caller holds the write lock. */
+static void own_drop_locked(struct own_entry *o)
 {
+	struct fdtab_entry *e;
+	int fd = o->fd;
+
+	HASH_DEL(own_head, o);
+	free(o);
+	HASH_FIND_INT(fdtab_head, &fd, e);
+	if (!e)
+		bit_set((unsigned)fd, 0);
+}
+
+int fdtab_own(int fd)
+{
+	struct own_entry *o, *old;
+	struct stat st;
 	int rc;
 
 	if ((unsigned)fd >= FDTAB_MAX_FD)
 		return -EBADF;
+	if (fstat(fd, &st))
+		return -errno;
+	if (!(o = malloc(sizeof(*o))))
+		return -ENOMEM;
+	o->fd = fd;
+	o->dev = st.st_dev;
+	o->ino = st.st_ino;
 	pthread_rwlock_wrlock(&fdtab_lock);
-	rc = bit_set((unsigned)fd, 1);
+	HASH_FIND_INT(own_head, &fd, old);
+	if (old) {
+		HASH_DEL(own_head, old);
+		free(old);
+	}
+	fdtab_oom = 0;
+	HASH_ADD_INT(own_head, fd, o);
+	if (fdtab_oom) {
+		free(o);
+		rc = -ENOMEM;
+	} else if ((rc = bit_set((unsigned)fd, 1))) {
+		HASH_DEL(own_head, o);
+		free(o);
+	}
 	pthread_rwlock_unlock(&fdtab_lock);
 	return rc;
 }
 
-void fdtab_unreserve(int fd)
+int fdtab_own_move(int fd)
 {
-	struct fdtab_entry *e;
+	int hi;
+
+	if (fd < 0)
+		return -1;
+	if (fd < FDTAB_OWN_BASE && (hi = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, FDTAB_OWN_BASE)) >= 0) {
+		syscall(SYS_close, fd);
+		fd = hi;
+	}
+	fdtab_own(fd);
+	return fd;
+}
+
+void fdtab_disown(int fd)
+{
+	struct own_entry *o;
 
 	if ((unsigned)fd >= FDTAB_MAX_FD)
 		return;
 	pthread_rwlock_wrlock(&fdtab_lock);
-	HASH_FIND_INT(fdtab_head, &fd, e);
-	if (!e)
-		bit_set((unsigned)fd, 0);
+	HASH_FIND_INT(own_head, &fd, o);
+	if (o)
+		own_drop_locked(o);
 	pthread_rwlock_unlock(&fdtab_lock);
+}
+
+void fdtab_close_own(int fd)
+{
+	if (fd < 0)
+		return;
+	fdtab_disown(fd);
+	syscall(SYS_close, fd);
+}
+
+/* The mark of fd, checked against the file fd names now. Caller holds the
+ * write lock; a stale mark is dropped. */
+static int own_check_locked(int fd)
+{
+	struct own_entry *o;
+	struct stat st;
+
+	HASH_FIND_INT(own_head, &fd, o);
+	if (!o)
+		return 0;
+	if (fstat(fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino)
+		return 1;
+	own_drop_locked(o);
+	return 0;
+}
+
+int fdtab_is_own(int fd)
+{
+	int r;
+
+	if (!fdtab_maybe_tracked(fd))
+		return 0;
+	pthread_rwlock_wrlock(&fdtab_lock);
+	r = own_check_locked(fd);
+	pthread_rwlock_unlock(&fdtab_lock);
+	return r;
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+int fdtab_own_list(unsigned lo, unsigned hi, int **out)
+{
+	struct own_entry *o, *tmp;
+	size_t n = 0, cap;
+	int *v;
+
+	*out = NULL;
+	pthread_rwlock_wrlock(&fdtab_lock);
+	cap = HASH_COUNT(own_head);
+	v = cap ? malloc(cap * sizeof(*v)) : NULL;
+	if (cap && !v) {
+		pthread_rwlock_unlock(&fdtab_lock);
+		return -ENOMEM;
+	}
+	HASH_ITER(hh, own_head, o, tmp)
+	{
+		if ((unsigned)o->fd >= lo && (unsigned)o->fd <= hi && own_check_locked(o->fd))
+			v[n++] = o->fd;
+	}
+	pthread_rwlock_unlock(&fdtab_lock);
+	if (n)
+		qsort(v, n, sizeof(*v), int_cmp);
+	*out = v;
+	return (int)n;
 }
 
 void fdtab_each(void (*fn)(int fd, struct conn *c, void *arg), void *arg)

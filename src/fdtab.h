@@ -52,11 +52,41 @@ struct conn *fdtab_take(int fd);
 /* Remove every fd in [lo, hi], dropping the table's references. */
 void fdtab_remove_range(unsigned lo, unsigned hi);
 
-/* Mark fd as one the shims must look at although it has no conn: the
- * library's own descriptors (the log file), which the application must not
- * close or replace behind our back. Returns 0 or -errno. */
-int fdtab_reserve(int fd);
-void fdtab_unreserve(int fd);
+/* ---- the library's own descriptors ----------------------------------------
+ * Event channels, completion channels, our duplicates of sockets and epoll
+ * instances, eventfds, pipes, the verbs devices' descriptors, the log file.
+ * The application never opened them, so to it they are not open: close()
+ * fails with EBADF, close_range() and closefrom() pass over them, and a
+ * dup2() onto one is refused (shim/fd.c). Each is recorded with its file's
+ * identity (device, inode): a mark whose number now names another file (a
+ * descriptor the library closed without fdtab_disown) is dropped when next
+ * looked at, so a stale mark can never make the application's own
+ * descriptor unclosable. */
+
+/* The lowest number fdtab_own_move() moves a descriptor to. */
+#define FDTAB_OWN_BASE 512
+
+/* Record fd as the library's own. Returns 0 or -errno. */
+int fdtab_own(int fd);
+
+/* Move fd to a number >= FDTAB_OWN_BASE (close-on-exec; the original is
+ * closed) and record it as the library's own. Returns the number to use:
+ * fd itself when it cannot move (then recorded where it is), -1 when fd < 0. */
+int fdtab_own_move(int fd);
+
+/* The library is about to close fd (or rdma-core is about to close it for
+ * us): forget the mark. */
+void fdtab_disown(int fd);
+
+/* Forget the mark of fd and close it. */
+void fdtab_close_own(int fd);
+
+/* fd is one of the library's own (the mark checked against the file). */
+int fdtab_is_own(int fd);
+
+/* The library's own descriptors in [lo, hi], ascending, in *out (free it).
+ * Returns how many, or -ENOMEM. */
+int fdtab_own_list(unsigned lo, unsigned hi, int **out);
 
 /* Call fn for every descriptor in the table (a snapshot; fn runs without
  * the table's lock, with a reference on c that fn must not drop). */

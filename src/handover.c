@@ -66,6 +66,7 @@ static int pre_map(int fd, size_t map_len, struct ho_pre **out)
 	p->fd = fd;
 	p->map_len = map_len;
 	p->shm = m;
+	fdtab_own(fd);
 	*out = p;
 	return 0;
 }
@@ -80,7 +81,7 @@ int ho_pre_new(const void *p1, size_t len1, const void *p2, size_t len2, struct 
 		return -errno;
 	if (ftruncate(fd, (off_t)map_len) || (rc = pre_map(fd, map_len, out))) {
 		rc = errno ? -errno : -ENOMEM;
-		rsock_real.close(fd);
+		fdtab_close_own(fd);
 		return rc;
 	}
 	memcpy((*out)->shm->data, p1, len1);
@@ -104,6 +105,7 @@ int ho_pre_open(int memfd, struct ho_pre **out)
 		return rc;
 	if (p->shm->magic != HO_MAGIC || p->shm->len > (size_t)st.st_size - sizeof(struct ho_shm) ||
 	    atomic_load(&p->shm->head) > p->shm->len) {
+		fdtab_disown(memfd);
 		munmap(p->shm, p->map_len);
 		free(p);
 		return -EPROTO;
@@ -159,7 +161,17 @@ void ho_pre_free(struct ho_pre *p)
 	if (!p)
 		return;
 	munmap(p->shm, p->map_len);
-	rsock_real.close(p->fd);
+	fdtab_close_own(p->fd);
+	free(p);
+}
+
+/* A prefix a previous vfork child kept: its descriptor was that child's
+ * (gone with its exec), the number means something else here. */
+static void pre_forget(struct ho_pre *p)
+{
+	if (!p)
+		return;
+	munmap(p->shm, p->map_len);
 	free(p);
 }
 
@@ -230,12 +242,13 @@ static void ho_mine(void)
 		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = HO_EV_BELL};
 		if (pipe2(p, O_CLOEXEC | O_NONBLOCK))
 			return;
-		ho_ep = rsock_real.epoll_create1(EPOLL_CLOEXEC);
+		p[0] = fdtab_own_move(p[0]);
+		p[1] = fdtab_own_move(p[1]);
+		ho_ep = fdtab_own_move(rsock_real.epoll_create1(EPOLL_CLOEXEC));
 		if (ho_ep < 0 || fstat(p[0], &st) || rsock_real.epoll_ctl(ho_ep, EPOLL_CTL_ADD, p[0], &ev)) {
-			rsock_real.close(p[0]);
-			rsock_real.close(p[1]);
-			if (ho_ep >= 0)
-				rsock_real.close(ho_ep);
+			fdtab_close_own(p[0]);
+			fdtab_close_own(p[1]);
+			fdtab_close_own(ho_ep);
 			ho_ep = -1;
 			return;
 		}
@@ -445,6 +458,94 @@ int ho_request(struct ho_rec *rec, struct ho_pre **pre)
 
 /* ---- exec ------------------------------------------------------------------- */
 
+/* The vfork child that last duplicated a stream, the streams' numbers in
+ * the parent, their transports and what each new image reads first (only
+ * that child reads them: its pid names it; the next such child frees the
+ * prefixes, in this same memory). */
+#define HO_VFORK_DUPS 16
+static struct {
+	_Atomic pid_t pid;
+	int n;
+	struct {
+		int fd, newfd;
+		struct tp *tp;
+		struct ho_pre *pre;
+	} d[HO_VFORK_DUPS];
+} vdups;
+
+static int vfork_mine(void)
+{
+	return atomic_load(&vdups.pid) == (pid_t)syscall(SYS_getpid);
+}
+
+void ho_vfork_dup(int oldfd, int newfd, struct tp *t)
+{
+	if (!vfork_mine()) {
+		for (int i = 0; i < vdups.n; i++)
+			pre_forget(vdups.d[i].pre);
+		vdups.n = 0;
+		atomic_store(&vdups.pid, (pid_t)syscall(SYS_getpid));
+	}
+	for (int i = 0; i < vdups.n; i++)
+		if (vdups.d[i].fd == oldfd)
+			return;
+	if (vdups.n == HO_VFORK_DUPS) {
+		log_warn_rl("fd %d: a vfork child duplicates more than %d streams: "
+			    "this one is not handed to its new image", oldfd, HO_VFORK_DUPS);
+		return;
+	}
+	vdups.d[vdups.n].fd = oldfd;
+	vdups.d[vdups.n].newfd = newfd;
+	vdups.d[vdups.n].tp = t;
+	vdups.d[vdups.n++].pre = NULL;
+}
+
+/* The number this vfork child gave fd's stream (fd itself may be closed
+ * there already), or -1. */
+static int vfork_newfd(int fd)
+{
+	if (vfork_mine())
+		for (int i = 0; i < vdups.n; i++)
+			if (vdups.d[i].fd == fd)
+				return vdups.d[i].newfd;
+	return -1;
+}
+
+int ho_vfork_keep(struct tp *t, struct ho_pre *pre)
+{
+	if (!vfork_mine())
+		return 0;
+	for (int i = 0; i < vdups.n; i++)
+		if (vdups.d[i].tp == t && !vdups.d[i].pre) {
+			vdups.d[i].pre = pre;
+			return 1;
+		}
+	return 0;
+}
+
+struct ho_pre *ho_vfork_prefix(struct tp *t)
+{
+	if (!t || !vfork_mine())
+		return NULL;
+	for (int i = 0; i < vdups.n; i++)
+		if (vdups.d[i].tp == t && vdups.d[i].pre)
+			return vdups.d[i].pre;
+	return NULL;
+}
+
+int ho_exec_inherits(int fd)
+{
+	int fl = rsock_real.fcntl(fd, F_GETFD);
+
+	if (fl >= 0 && !(fl & FD_CLOEXEC))
+		return 1;
+	if (vfork_mine())
+		for (int i = 0; i < vdups.n; i++)
+			if (vdups.d[i].fd == fd)
+				return 1;
+	return 0;
+}
+
 struct env_acc {
 	char *buf;
 	size_t len, cap;
@@ -459,12 +560,16 @@ static void env_one(int fd, struct conn *c, void *arg)
 	char item[64];
 	int d, n;
 
-	if (atomic_load(&c->path) != CONN_PATH_RDMA || !c->tp || !tp_switched(c->tp) ||
-	    !ho_pre_left(tp_prefix(c->tp)) || (rsock_real.fcntl(fd, F_GETFD) & FD_CLOEXEC) ||
-	    fstat(fd, &st))
+	struct ho_pre *pre;
+
+	if (atomic_load(&c->path) != CONN_PATH_RDMA || !c->tp || !tp_switched(c->tp))
+		return;
+	if (!(pre = ho_vfork_prefix(c->tp)))
+		pre = tp_prefix(c->tp);
+	if (!ho_pre_left(pre) || !ho_exec_inherits(fd) || (fstat(fd, &st) && fstat(vfork_newfd(fd), &st)))
 		return;
 	/* A duplicate without close-on-exec: the new image's copy. */
-	d = rsock_real.fcntl(ho_pre_fd(tp_prefix(c->tp)), F_DUPFD, 0);
+	d = rsock_real.fcntl(ho_pre_fd(pre), F_DUPFD, 0);
 	if (d < 0)
 		return;
 	n = snprintf(item, sizeof(item), "%s%llu:%d", a->len ? "," : "",

@@ -94,6 +94,25 @@ void ho_fork_unlock(void);
  * with ho_exec_env_free) otherwise, or NULL (out of memory: exec anyway). */
 char **ho_exec_env(char *const envp[]);
 void ho_exec_env_free(char **env, char *const envp[]);
+
+/* A vfork child gave the stream of oldfd another number, newfd (Python's
+ * subprocess dup2s a socket given as stdin or stdout onto 0 and 1): it
+ * shares our memory, so nothing is recorded in the tables, but its exec
+ * hands the stream to the new image as if oldfd itself were inherited. */
+void ho_vfork_dup(int oldfd, int newfd, struct tp *t);
+
+/* In that vfork child, the owner's thread switched t for it (the same
+ * object: the owner's tp, so t->pre stays the owner's): keep pre, what the
+ * new image reads first, beside the duplicate. Returns 1 when kept (pre is
+ * ours then), 0 when this is no such child. */
+int ho_vfork_keep(struct tp *t, struct ho_pre *pre);
+
+/* What that vfork child keeps for t's new image, or NULL. */
+struct ho_pre *ho_vfork_prefix(struct tp *t);
+
+/* The new image of an exec from this process will hold fd's stream: fd is
+ * not close-on-exec, or this vfork child duplicated it (ho_vfork_dup). */
+int ho_exec_inherits(int fd);
 /* In a new image: adopt the sockets named by HO_ENV (their prefixes come
  * first, then the kernel socket), and remove the variable. */
 void ho_adopt_env(void);

@@ -26,6 +26,7 @@ __thread int rsock_in_lib __attribute__((tls_model("initial-exec")));
 static __thread int init_owner __attribute__((tls_model("initial-exec")));
 pid_t *rsock_pid_slot;
 _Atomic int rsock_pid_nocache;
+_Atomic pid_t rsock_vfork_pid;
 
 pid_t rsock_pid_slow(void)
 {
@@ -87,9 +88,10 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	tp_bell_fork_child();
+	atomic_store(&rsock_vfork_pid, 0); /* this memory is the child's own */
 	log_fork_unlock();
 	fdtab_fork_child();
+	tp_bell_fork_child(); /* closes one of our descriptors: fdtab's lock */
 	tp_fork_unlock();
 	ho_fork_unlock();
 	cm_fork_unlock();
@@ -116,7 +118,7 @@ static void init_run(void)
 	if (pthread_atfork(fork_prepare, fork_parent, fork_child))
 		log_warn("pthread_atfork failed: a fork while another thread is in the library may hang the child");
 	if (log_fd_get() >= 0)
-		fdtab_reserve(log_fd_get());
+		fdtab_own(log_fd_get());
 	if (!rc)
 		ho_adopt_env(); /* streams an exec handed to this image */
 	log_debug("librsock %s ready", PACKAGE_VERSION);

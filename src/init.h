@@ -48,6 +48,10 @@ extern pid_t *rsock_pid_slot RSOCK_HIDDEN;
 extern _Atomic int rsock_pid_nocache RSOCK_HIDDEN;
 pid_t rsock_pid_slow(void) RSOCK_HIDDEN;
 
+/* The pid of the process that last called vfork (0: none since the last
+ * fork). A vfork child shares this memory; shim_vforked() tells it apart. */
+extern _Atomic pid_t rsock_vfork_pid RSOCK_HIDDEN;
+
 static inline pid_t rsock_pid(void)
 {
 	pid_t *s = rsock_pid_slot;

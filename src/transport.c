@@ -15,7 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cm.h"
 #include "event.h"
+#include "fdtab.h"
 #include "handover.h"
 #include "log.h"
 #include "init.h"
@@ -145,9 +147,11 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	atomic_init(&t->ctl_dirty, 1);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. */
-	t->tcp_fd = rsock_real.fcntl(tcp_fd, F_DUPFD_CLOEXEC, 512);
+	t->tcp_fd = rsock_real.fcntl(tcp_fd, F_DUPFD_CLOEXEC, FDTAB_OWN_BASE);
 	if (t->tcp_fd < 0)
 		t->tcp_fd = rsock_real.fcntl(tcp_fd, F_DUPFD_CLOEXEC, 0);
+	if (t->tcp_fd >= 0)
+		fdtab_own(t->tcp_fd);
 	if (t->tcp_fd < 0) {
 		rc = -errno;
 		goto fail;
@@ -207,8 +211,7 @@ fail:
 		ibv_dereg_mr(t->rx_mr);
 	if (t->pd)
 		ibv_dealloc_pd(t->pd);
-	if (t->tcp_fd >= 0)
-		rsock_real.close(t->tcp_fd);
+	fdtab_close_own(t->tcp_fd);
 	mem_free(t);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -241,6 +244,16 @@ static int post_recv(struct tp *t)
 	return -ibv_post_recv(t->qp, &wr, &bad);
 }
 
+/* The verbs device's own descriptors (rdma-core opened them for librdmacm):
+ * recorded where they are, once. */
+static void own_device(struct ibv_context *ctx)
+{
+	if (!fdtab_is_own(ctx->cmd_fd))
+		fdtab_own(ctx->cmd_fd);
+	if (!fdtab_is_own(ctx->async_fd))
+		fdtab_own(ctx->async_fd);
+}
+
 int tp_create_cq(struct tp *t)
 {
 	struct ibv_context *ctx = t->pd->context;
@@ -248,9 +261,11 @@ int tp_create_cq(struct tp *t)
 
 	pthread_mutex_lock(&t->lock);
 	if (!t->cc) {
-		if ((t->cc = ibv_create_comp_channel(ctx)))
+		if ((t->cc = ibv_create_comp_channel(ctx))) {
 			fcntl(t->cc->fd, F_SETFL, fcntl(t->cc->fd, F_GETFL) | O_NONBLOCK);
-		else
+			t->cc->fd = fdtab_own_move(t->cc->fd);
+			own_device(ctx);
+		} else
 			rc = errno ? -errno : -ENOMEM;
 	}
 	if (t->cc && !t->cq &&
@@ -504,8 +519,7 @@ static __thread int my_bell = -1;
 static void bell_exit(void *unused)
 {
 	(void)unused;
-	if (my_bell >= 0)
-		rsock_real.close(my_bell);
+	fdtab_close_own(my_bell);
 	my_bell = -1;
 }
 
@@ -518,7 +532,7 @@ int tp_thread_bell(void)
 {
 	if (my_bell < 0) {
 		pthread_once(&bell_once, bell_key_make);
-		if ((my_bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) >= 0)
+		if ((my_bell = fdtab_own_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC))) >= 0)
 			pthread_setspecific(bell_key, (void *)1);
 	}
 	return my_bell;
@@ -526,8 +540,7 @@ int tp_thread_bell(void)
 
 void tp_bell_fork_child(void)
 {
-	if (my_bell >= 0)
-		rsock_real.close(my_bell);
+	fdtab_close_own(my_bell);
 	my_bell = -1;
 }
 
@@ -1101,10 +1114,14 @@ static int sw_enter(struct tp *t)
 	pthread_mutex_lock(&sw_child_lock);
 	if (!tp_switched(t)) {
 		rc = ho_request(t->rec, &pre);
-		if (rc == 0 && !tp_switched(t)) { /* (vfork: the owner's thread set it) */
+		if (rc == 0 && !tp_switched(t)) {
 			t->pre = pre;
 			pre = NULL;
 			atomic_store_explicit(&t->sw, 1, memory_order_release);
+		} else if (rc == 0 && ho_vfork_keep(t, pre)) {
+			/* A vfork child: t is the owner's, whose thread switched
+			 * it; pre goes to the new image beside the duplicate. */
+			pre = NULL;
 		}
 		ho_pre_free(pre);
 	}
@@ -1172,9 +1189,11 @@ int tp_adopt(int fd, struct ho_pre *pre, struct tp **out)
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	t->owner = rsock_pid();
-	t->tcp_fd = rsock_real.fcntl(fd, F_DUPFD_CLOEXEC, 512);
+	t->tcp_fd = rsock_real.fcntl(fd, F_DUPFD_CLOEXEC, FDTAB_OWN_BASE);
 	if (t->tcp_fd < 0)
 		t->tcp_fd = rsock_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (t->tcp_fd >= 0)
+		fdtab_own(t->tcp_fd);
 	if (t->tcp_fd < 0) {
 		int rc = -errno;
 		pthread_mutex_destroy(&t->lock);
@@ -1632,7 +1651,7 @@ void tp_close(struct tp *t, int abort)
 		 * here would tear the parent's stream down. Drop our copy only. */
 		if (tp_switched(t))
 			ho_pre_free(t->pre);
-		rsock_real.close(t->tcp_fd);
+		fdtab_close_own(t->tcp_fd);
 		mem_free(t);
 		free(t);
 		return;
@@ -1701,12 +1720,13 @@ void tp_close(struct tp *t, int abort)
 	qp_destroy(t);
 	if (t->id)
 		rdma_destroy_id(t->id);
-	if (t->ch)
-		rdma_destroy_event_channel(t->ch);
+	cm_channel_free(t->ch);
 	if (t->cq)
 		ibv_destroy_cq(t->cq);
-	if (t->cc)
+	if (t->cc) {
+		fdtab_disown(t->cc->fd);
 		ibv_destroy_comp_channel(t->cc);
+	}
 	if (set_keep(t)) {
 		t->mem = NULL; /* the cache's now, still registered */
 	} else {
@@ -1724,7 +1744,7 @@ void tp_close(struct tp *t, int abort)
 		struct linger lg = {.l_onoff = 1, .l_linger = 0};
 		rsock_real.setsockopt(t->tcp_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	}
-	rsock_real.close(t->tcp_fd);
+	fdtab_close_own(t->tcp_fd);
 	mem_free(t);
 	pthread_mutex_destroy(&t->lock);
 	free(t);

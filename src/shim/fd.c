@@ -16,6 +16,7 @@
 
 #include "shim.h"
 
+#include "../handover.h"
 #include "../log.h"
 #include "../transport.h"
 
@@ -24,11 +25,11 @@ void shim_forget(int fd)
 	conn_unref(fdtab_take(fd));
 }
 
-/* The library's own descriptor: the application may not close it (it would
- * believe it closed something it never opened). */
+/* One of the library's own descriptors (fdtab.h): the application never
+ * opened it, so it may not close or replace it. */
 static int is_own_fd(int fd)
 {
-	return fd >= 0 && fd == log_fd_get();
+	return fd >= 0 && fdtab_is_own(fd);
 }
 
 RSOCK_EXPORT int close(int fd)
@@ -40,8 +41,10 @@ RSOCK_EXPORT int close(int fd)
 			errno = EBADF;
 			return -1;
 		}
-		/* Forget first: once closed, the number may be reused at once. */
-		shim_forget(fd);
+		/* Forget first: once closed, the number may be reused at once
+		 * (not in a vfork child: the tables are the parent's). */
+		if (!shim_vforked())
+			shim_forget(fd);
 	}
 	return REAL_CALL(close, fd);
 }
@@ -53,20 +56,26 @@ static int sys_close_range(unsigned lo, unsigned hi, int flags)
 	return (int)syscall(SYS_close_range, lo, hi, flags);
 }
 
-/* close_range() that spares the library's own descriptor. */
+/* close_range() that passes over the library's own descriptors. */
 static int close_range_sparing(unsigned lo, unsigned hi, int flags)
 {
-	int own = log_fd_get();
+	int *own, n, rc = 0;
+	unsigned from = lo;
 
-	if (!(flags & CLOSE_RANGE_CLOEXEC))
+	if (!(flags & CLOSE_RANGE_CLOEXEC) && !shim_vforked())
 		fdtab_remove_range(lo, hi);
-	if (own < 0 || (unsigned)own < lo || (unsigned)own > hi)
+	n = fdtab_own_list(lo, hi, &own);
+	if (n < 0) /* no memory to spare them: the application's call first */
 		return sys_close_range(lo, hi, flags);
-	if ((unsigned)own > lo && sys_close_range(lo, (unsigned)own - 1, flags))
-		return -1;
-	if ((unsigned)own < hi)
-		return sys_close_range((unsigned)own + 1, hi, flags);
-	return 0;
+	for (int i = 0; i < n && !rc; i++) {
+		if ((unsigned)own[i] > from)
+			rc = sys_close_range(from, (unsigned)own[i] - 1, flags);
+		from = (unsigned)own[i] + 1;
+	}
+	if (!rc && from <= hi && (n == 0 || (unsigned)own[n - 1] < hi))
+		rc = sys_close_range(from, hi, flags);
+	free(own);
+	return rc;
 }
 
 RSOCK_EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
@@ -89,11 +98,18 @@ RSOCK_EXPORT void closefrom(int lo)
 	if (close_range_sparing((unsigned)lo, ~0u, 0) == 0)
 		return;
 	/* Like glibc: no close_range in the kernel, close one by one. */
-	fdtab_remove_range((unsigned)lo, ~0u);
-	int own = log_fd_get();
-	for (int fd = lo; fd < 65536; fd++)
-		if (fd != own)
-			rsock_real.close(fd);
+	if (!shim_vforked())
+		fdtab_remove_range((unsigned)lo, ~0u);
+	int *own, n = fdtab_own_list((unsigned)lo, ~0u, &own), k = 0;
+	for (int fd = lo; fd < 65536; fd++) {
+		while (k < n && own[k] < fd)
+			k++;
+		if (k < n && own[k] == fd)
+			continue;
+		rsock_real.close(fd);
+	}
+	if (n > 0)
+		free(own);
 }
 
 /* stdio will carry the stream of c (on fd): glibc's FILE functions (fgets,
@@ -141,11 +157,34 @@ static void prefix_to_file(struct tp *t, FILE *in, int fd)
 	free(b);
 }
 
-/* newfd now refers to what oldfd refers to (after a successful dup). */
-static void dup_track(int oldfd, int newfd)
+/* In a vfork child, which is about to exec: the new image will hold the
+ * stream of oldfd under another number (Python's subprocess dup2s a socket
+ * given as stdin or stdout). Nothing is recorded in the tables, which are
+ * the parent's; the exec hands the stream over as an inherited one
+ * (handover.h). */
+static void vforked_dup(int oldfd, int newfd)
 {
 	struct conn *c = fdtab_get(oldfd);
 
+	if (!c)
+		return;
+	if (!c->ep) {
+		log_debug("fd %d: a vfork child gives the stream another number", oldfd);
+		ho_vfork_dup(oldfd, newfd, atomic_load(&c->path) == CONN_PATH_RDMA ? c->tp : NULL);
+	}
+	conn_unref(c);
+}
+
+/* newfd now refers to what oldfd refers to (after a successful dup). */
+static void dup_track(int oldfd, int newfd)
+{
+	struct conn *c;
+
+	if (shim_vforked()) {
+		vforked_dup(oldfd, newfd);
+		return;
+	}
+	c = fdtab_get(oldfd);
 	if (!c) {
 		shim_forget(newfd);
 		return;
@@ -165,7 +204,7 @@ RSOCK_EXPORT int fclose(FILE *f)
 		errno = ENOSYS;
 		return EOF;
 	}
-	if (fd >= 0 && !shim_fast(fd) && shim_active() && !is_own_fd(fd))
+	if (fd >= 0 && !shim_fast(fd) && shim_active() && !shim_vforked() && !is_own_fd(fd))
 		shim_forget(fd);
 	return rsock_real.fclose(f);
 }
@@ -209,18 +248,28 @@ RSOCK_EXPORT int dup(int fd)
 /* dup2/dup3 onto newfd: whatever newfd was is gone. */
 static int dup_onto(int oldfd, int newfd, int flags, int is3)
 {
-	int r, saved, active = shim_active();
+	int r, saved, own, active = shim_active();
 
 	if (!is3 && oldfd == newfd)
 		return REAL_CALL(dup2, oldfd, newfd);
+	own = active && !shim_vforked() && is_own_fd(newfd);
+	if (own && newfd != log_fd_get()) {
+		/* One of our channels, bells or devices: it cannot move from
+		 * under the objects that use it. Refused as the kernel refuses
+		 * a dup2 that races an open(). */
+		log_warn_rl("dup2 onto fd %d, which the library uses: refused (EBUSY)", newfd);
+		errno = EBUSY;
+		return -1;
+	}
 	r = is3 ? REAL_CALL(dup3, oldfd, newfd, flags) : REAL_CALL(dup2, oldfd, newfd);
 	if (r < 0 || !active)
 		return r;
 	saved = errno;
-	if (is_own_fd(newfd)) {
+	if (own) { /* the log file: it is opened again elsewhere */
+		fdtab_disown(newfd);
 		int nfd = log_fd_lost();
 		if (nfd >= 0)
-			fdtab_reserve(nfd);
+			fdtab_own(nfd);
 	}
 	dup_track(oldfd, newfd);
 	errno = saved;

@@ -25,7 +25,10 @@ RSOCK_EXPORT pid_t fork(void)
  * frame and clobber the parent's stack. The exported vfork is a stub that
  * asks for the real entry point, then jumps to it with the caller's own
  * stack and return address, so the semantics are exactly libc's. The vfork
- * child may only exec or _exit, so the library has nothing to do in it. */
+ * child shares our memory until it execs or exits, and what it does to its
+ * descriptors (Python's subprocess closes all of them with close_range,
+ * dup2s the child's stdin and stdout) is its own: the shims must not record
+ * it in the parent's tables (shim_vforked()). */
 RSOCK_HIDDEN void *shim_vfork_target(void);
 RSOCK_HIDDEN void *shim_vfork_target(void)
 {
@@ -33,6 +36,7 @@ RSOCK_HIDDEN void *shim_vfork_target(void)
 		rsock_init();
 	/* The child shares our memory, the pid cache included (init.h). */
 	atomic_store(&rsock_pid_nocache, 1);
+	atomic_store(&rsock_vfork_pid, (pid_t)syscall(SYS_getpid));
 	return rsock_real.vfork ? (void *)rsock_real.vfork : (void *)rsock_real.fork;
 }
 
@@ -80,7 +84,7 @@ RSOCK_EXPORT pid_t vfork(void)
 static void decline_one(int fd, struct conn *c, void *arg)
 {
 	(void)arg;
-	if (atomic_load(&c->hello_due) && !(rsock_real.fcntl(fd, F_GETFD) & FD_CLOEXEC))
+	if (atomic_load(&c->hello_due) && ho_exec_inherits(fd))
 		conn_settle(c, fd, 0);
 }
 
@@ -94,7 +98,7 @@ static void handover_one(int fd, struct conn *c, void *arg)
 	(void)arg;
 	if (atomic_load(&c->path) != CONN_PATH_RDMA || !t || tp_switched(t))
 		return;
-	if (!(rsock_real.fcntl(fd, F_GETFD) & FD_CLOEXEC) ||
+	if (ho_exec_inherits(fd) ||
 	    (t->owner == rsock_pid() && t->fork_gen != atomic_load(&ho_forks)))
 		tp_handover(t);
 }

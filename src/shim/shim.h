@@ -17,6 +17,8 @@
 #define RSOCK_SHIM_H
 
 #include <errno.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "../compiler.h"
 #include "../conn.h"
@@ -36,6 +38,17 @@ static inline int shim_active(void)
 	if (RSOCK_UNLIKELY(!rsock_ready()) && rsock_init() != INIT_READY)
 		return 0;
 	return !rsock_in_lib;
+}
+
+/* True in the child of a vfork (until it execs): it shares the parent's
+ * memory, the library's tables included, but not its descriptors, so what it
+ * closes or duplicates must not be recorded. Costs a system call only in a
+ * process that has called vfork. */
+static inline int shim_vforked(void)
+{
+	pid_t v = atomic_load_explicit(&rsock_vfork_pid, memory_order_relaxed);
+
+	return RSOCK_UNLIKELY(v != 0) && (pid_t)syscall(SYS_getpid) != v;
 }
 
 static inline struct conn *shim_conn(int fd)

@@ -368,6 +368,130 @@ PY
 	grep -q 'another process answered the hello already' srv.log || { cat srv.log >&2; false; }
 }
 
+@test "a server that closes every descriptor it did not open (close_range, a close() loop) keeps serving over RDMA: the library's own are not the application's" {
+	require_cmd python3
+	local port
+	port=$(free_port)
+	# varnishd's manager calls closefrom(3) after it listened: that closed
+	# the library's event channels, and the numbers, reused for its pid
+	# file, then received the cm thread's commands (a spin, a corrupt
+	# file, a hang at its next fork). To the application the library's
+	# descriptors are not open: close() says EBADF, close_range() and
+	# closefrom() pass over them, a dup2() onto one is refused (EBUSY).
+	cat >o.py <<'PY'
+import errno, os, sys
+from echoes import listener, serve_one, echo_clients
+role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+msg = b"own descriptors " * 5000
+if role == "srv":
+    l = listener(b, port)
+    serve_one(l, msg)
+    ours = []
+    for f in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink("/proc/self/fd/" + f).startswith("/dev/infiniband/"):
+                ours.append(int(f))
+        except OSError:   # listdir's own descriptor, closed since
+            pass
+    said = set()
+    for fd in ours:
+        try:
+            os.close(fd)
+            said.add("closed")
+        except OSError as e:
+            said.add(errno.errorcode[e.errno])
+    try:
+        os.dup2(0, ours[0])
+        said.add("dup2 done")
+    except OSError as e:
+        said.add("dup2 " + errno.errorcode[e.errno])
+    print("library descriptors: %d, %s" % (len(ours), " ".join(sorted(said))), flush=True)
+    os.closerange(l.fileno() + 1, 1 << 20)   # close_range(), or closefrom()
+    for fd in range(l.fileno() + 1, 4096):   # the daemon's loop
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    with open("after", "w") as f:            # a file on a freed number
+        f.write("untouched")
+    serve_one(l, msg)
+    serve_one(l, msg)
+else:
+    echo_clients(b, port, msg, 3)
+PY
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 o.py srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 o.py cli "$ADDR_B" "$port"
+	wait_bg "$BG_PID" 30
+	cat srv.out
+	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
+	grep -qE '^library descriptors: [1-9][0-9]*, EBADF dup2 EBUSY$' srv.out
+	[ "$(cat after)" = untouched ]
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+	[[ "$(stats_line cli.log)" == *"streams tcp=0 rdma=3 "* ]]
+}
+
+@test "Python's subprocess (vfork; the child closes every descriptor, or takes the stream as its stdin and stdout) leaves the server's RDMA stream intact" {
+	require_cmd python3
+	local port
+	port=$(free_port)
+	# subprocess forks with vfork: the child shares the server's memory,
+	# the library's tables included, until it execs. What it closes
+	# (close_range from 3) or duplicates (dup2 onto 0 and 1) is its own,
+	# not the server's; a stream it takes moves to TCP first, as one an
+	# exec'd image inherits does.
+	cat >s.py <<'PY'
+import socket, subprocess, sys
+role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def exact(s, n):
+    got = b""
+    while len(got) < n:
+        d = s.recv(n - len(got))
+        if not d:
+            break
+        got += d
+    return got
+if role == "srv":
+    l = socket.socket()
+    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind((b, port))
+    l.listen(4)
+    c, _ = l.accept()
+    for i in range(5):
+        d = exact(c, 100000)
+        subprocess.run(["true"])
+        c.sendall(d.upper())
+    subprocess.run(["sh", "-c", "head -c 6 | tr a-z A-Z"], stdin=c, stdout=c)
+    c.sendall(b"end")
+    c.close()
+else:
+    s = socket.create_connection((b, port))
+    for i in range(5):
+        m = (b"message %d " % i) * 10000
+        m = m[:100000]
+        s.sendall(m)
+        assert exact(s, len(m)) == m.upper(), "echo %d differs" % i
+    s.sendall(b"child\n")
+    got = exact(s, 9)
+    assert got == b"CHILD\nend", "the child's answer differs: %r" % got
+    assert s.recv(10) == b""
+    print("5 echoes, the child's answer, EOF", flush=True)
+PY
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 s.py srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 s.py cli "$ADDR_B" "$port"
+	echo "$output"
+	[ "$status" = 0 ] || { bg_output "$BG_PID"; false; }
+	wait_bg "$BG_PID" 30
+	stats_rdma cli.log 500000 rx
+	! grep -q 'unexpected bytes' cli.log srv.log
+}
+
 # ---- mixed peers and fallback ---------------------------------------------------
 
 @test "plain TCP client to a librsock server: works, on TCP" {

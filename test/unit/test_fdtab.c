@@ -1,11 +1,13 @@
 /* Unit tests of the fd table and conn reference counting. */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -92,20 +94,62 @@ static void test_range(void **state)
 	conn_unref(c);
 }
 
-static void test_reserve(void **state)
+/* The library's own descriptors: recorded with their file, moved out of
+ * the way, listed by range, and a mark whose number now names another file
+ * is dropped. */
+static void test_own(void **state)
 {
 	struct conn *c = conn_new(AF_INET);
+	int p[2], q[2], hi, *v, n;
 
-	assert_int_equal(fdtab_reserve(900), 0);
-	assert_true(fdtab_maybe_tracked(900));
-	assert_null(fdtab_get(900));
-	fdtab_unreserve(900);
-	assert_false(fdtab_maybe_tracked(900));
-	/* unreserve never clears a real entry */
-	assert_int_equal(fdtab_insert(901, c), 0);
-	fdtab_unreserve(901);
-	assert_true(fdtab_maybe_tracked(901));
-	conn_unref(fdtab_take(901));
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(fdtab_own(p[0]), 0);
+	assert_true(fdtab_maybe_tracked(p[0]));
+	assert_true(fdtab_is_own(p[0]));
+	assert_null(fdtab_get(p[0]));
+	assert_false(fdtab_is_own(p[1]));
+
+	/* moved above FDTAB_OWN_BASE, close-on-exec, the original closed */
+	hi = fdtab_own_move(p[1]);
+	assert_true(hi >= FDTAB_OWN_BASE);
+	assert_int_equal(fcntl(p[1], F_GETFD), -1);
+	assert_int_equal(fcntl(hi, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	assert_true(fdtab_is_own(hi));
+	assert_int_equal(fdtab_own_move(-1), -1);
+
+	n = fdtab_own_list(0, ~0u, &v);
+	assert_int_equal(n, 2);
+	assert_int_equal(v[0], p[0]);
+	assert_int_equal(v[1], hi);
+	free(v);
+	n = fdtab_own_list((unsigned)p[0] + 1, ~0u, &v);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0], hi);
+	free(v);
+
+	/* closed without fdtab_disown, the number reused: the mark is stale */
+	close(p[0]);
+	assert_int_equal(pipe(q), 0);
+	assert_int_equal(q[0], p[0]);
+	assert_false(fdtab_is_own(q[0]));
+	assert_false(fdtab_maybe_tracked(q[0]));
+
+	/* disowning never clears a real entry */
+	assert_int_equal(fdtab_own(q[1]), 0);
+	assert_int_equal(fdtab_insert(q[1], c), 0);
+	fdtab_disown(q[1]);
+	assert_false(fdtab_is_own(q[1]));
+	assert_true(fdtab_maybe_tracked(q[1]));
+	conn_unref(fdtab_take(q[1]));
+	assert_false(fdtab_maybe_tracked(q[1]));
+
+	fdtab_close_own(hi);
+	assert_int_equal(fcntl(hi, F_GETFD), -1);
+	assert_false(fdtab_maybe_tracked(hi));
+	assert_int_equal(fdtab_own_list(0, ~0u, &v), 0);
+	free(v);
+	close(q[0]);
+	close(q[1]);
 	conn_unref(c);
 }
 
@@ -152,7 +196,7 @@ int main(void)
 		cmocka_unit_test(test_out_of_range),
 		cmocka_unit_test(test_shared_by_dups_and_replace),
 		cmocka_unit_test(test_range),
-		cmocka_unit_test(test_reserve),
+		cmocka_unit_test(test_own),
 		cmocka_unit_test(test_eligible),
 		cmocka_unit_test(test_threads),
 	};
