@@ -319,6 +319,10 @@ static struct cm_dev *dev_find(struct ibv_context *ctx)
 		d->pid = rsock_pid();
 		d->next = cm_devs;
 		cm_devs = d;
+		/* rdma-core opened the device for librdmacm: its descriptors
+		 * are ours, wherever they are (fdtab.h). */
+		fdtab_own(ctx->cmd_fd);
+		fdtab_own(ctx->async_fd);
 	}
 	return d;
 }

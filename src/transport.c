@@ -244,16 +244,6 @@ static int post_recv(struct tp *t)
 	return -ibv_post_recv(t->qp, &wr, &bad);
 }
 
-/* The verbs device's own descriptors (rdma-core opened them for librdmacm):
- * recorded where they are, once. */
-static void own_device(struct ibv_context *ctx)
-{
-	if (!fdtab_is_own(ctx->cmd_fd))
-		fdtab_own(ctx->cmd_fd);
-	if (!fdtab_is_own(ctx->async_fd))
-		fdtab_own(ctx->async_fd);
-}
-
 int tp_create_cq(struct tp *t)
 {
 	struct ibv_context *ctx = t->pd->context;
@@ -264,7 +254,6 @@ int tp_create_cq(struct tp *t)
 		if ((t->cc = ibv_create_comp_channel(ctx))) {
 			fcntl(t->cc->fd, F_SETFL, fcntl(t->cc->fd, F_GETFL) | O_NONBLOCK);
 			t->cc->fd = fdtab_own_move(t->cc->fd);
-			own_device(ctx);
 		} else
 			rc = errno ? -errno : -ENOMEM;
 	}

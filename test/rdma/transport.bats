@@ -383,8 +383,16 @@ import errno, os, sys
 from echoes import listener, serve_one, echo_clients
 role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 msg = b"own descriptors " * 5000
+def close_all_but(l):
+    os.closerange(l.fileno() + 1, 1 << 20)   # close_range(), or closefrom()
+    for fd in range(l.fileno() + 1, 4096):   # the daemon's loop
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 if role == "srv":
     l = listener(b, port)
+    close_all_but(l)                         # as varnishd: right after listen
     serve_one(l, msg)
     ours = []
     for f in os.listdir("/proc/self/fd"):
@@ -406,12 +414,7 @@ if role == "srv":
     except OSError as e:
         said.add("dup2 " + errno.errorcode[e.errno])
     print("library descriptors: %d, %s" % (len(ours), " ".join(sorted(said))), flush=True)
-    os.closerange(l.fileno() + 1, 1 << 20)   # close_range(), or closefrom()
-    for fd in range(l.fileno() + 1, 4096):   # the daemon's loop
-        try:
-            os.close(fd)
-        except OSError:
-            pass
+    close_all_but(l)
     with open("after", "w") as f:            # a file on a freed number
         f.write("untouched")
     serve_one(l, msg)
