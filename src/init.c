@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "cm.h"
@@ -49,6 +50,7 @@ static void pid_cache_init(void)
 		return;
 #ifdef MADV_WIPEONFORK
 	if (madvise(m, len, MADV_WIPEONFORK) == 0) {
+		((pid_t *)m)[1] = (pid_t)syscall(SYS_getpid); /* the home pid (init.h) */
 		rsock_pid_slot = m;
 		return;
 	}
@@ -89,6 +91,8 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	atomic_store(&rsock_vfork_pid, 0); /* this memory is the child's own */
+	if (rsock_pid_slot)
+		__atomic_store_n(&rsock_pid_slot[1], (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
 	log_fork_unlock();
 	fdtab_fork_child();
 	tp_bell_fork_child(); /* closes one of our descriptors: fdtab's lock */

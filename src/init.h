@@ -48,8 +48,13 @@ extern pid_t *rsock_pid_slot RSOCK_HIDDEN;
 extern _Atomic int rsock_pid_nocache RSOCK_HIDDEN;
 pid_t rsock_pid_slow(void) RSOCK_HIDDEN;
 
-/* The pid of the process that last called vfork (0: none since the last
- * fork). A vfork child shares this memory; shim_vforked() tells it apart. */
+/* The page's second word is the home pid: the process whose memory this is
+ * (written at start-up and in every fork child; 0 in a child that forked
+ * without the C library's fork handlers, whose memory is its own too). A
+ * child that shares the memory (vfork, clone with CLONE_VM as libuv and
+ * posix_spawn-like code use) reads its parent's there: shim_vforked().
+ * Without the page, the vfork stub's record is all there is: the pid of
+ * the process that last called vfork (0 since the last fork). */
 extern _Atomic pid_t rsock_vfork_pid RSOCK_HIDDEN;
 
 static inline pid_t rsock_pid(void)

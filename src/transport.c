@@ -1093,13 +1093,11 @@ static int creds_lost(struct tp *t)
  * done. */
 static pthread_mutex_t sw_child_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int sw_enter(struct tp *t)
+static int sw_ask(struct tp *t)
 {
 	struct ho_pre *pre = NULL;
 	int rc = 0;
 
-	if (tp_switched(t) || t->owner == rsock_pid())
-		return 0;
 	pthread_mutex_lock(&sw_child_lock);
 	if (!tp_switched(t)) {
 		rc = ho_request(t->rec, &pre);
@@ -1119,6 +1117,18 @@ static int sw_enter(struct tp *t)
 		log_warn_rl("an RDMA stream of process %d could not be moved to TCP for this "
 			    "process: EIO", (int)t->owner);
 	return rc ? -EIO : 0;
+}
+
+static int sw_enter(struct tp *t)
+{
+	if (tp_switched(t) || t->owner == rsock_pid())
+		return 0;
+	return sw_ask(t);
+}
+
+int tp_handover_shared(struct tp *t)
+{
+	return tp_switched(t) ? 0 : sw_ask(t);
 }
 
 int tp_handover(struct tp *t)

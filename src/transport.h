@@ -175,6 +175,11 @@ void tp_up(struct tp *t);
  * peer's answer. 0, or -errno when it could not be done (the stream is then
  * broken: reads and writes fail). */
 int tp_handover(struct tp *t);
+
+/* tp_handover() from a child that shares the owner's memory (vfork, clone
+ * with CLONE_VM) and is about to exec: it always asks the owner, whatever
+ * the pid cache says (the owner's, in such a child). */
+int tp_handover_shared(struct tp *t);
 static inline int tp_switched(struct tp *t)
 {
 	return atomic_load_explicit(&t->sw, memory_order_acquire);

@@ -98,9 +98,13 @@ static void handover_one(int fd, struct conn *c, void *arg)
 	(void)arg;
 	if (atomic_load(&c->path) != CONN_PATH_RDMA || !t || tp_switched(t))
 		return;
-	if (ho_exec_inherits(fd) ||
-	    (t->owner == rsock_pid() && t->fork_gen != atomic_load(&ho_forks)))
+	if (shim_vforked()) { /* our memory is the parent's (shim.h) */
+		if (ho_exec_inherits(fd))
+			tp_handover_shared(t);
+	} else if (ho_exec_inherits(fd) ||
+		   (t->owner == rsock_pid() && t->fork_gen != atomic_load(&ho_forks))) {
 		tp_handover(t);
+	}
 }
 
 /* The environment to exec with: envp, or a copy naming handed-over prefixes

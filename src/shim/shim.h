@@ -40,15 +40,19 @@ static inline int shim_active(void)
 	return !rsock_in_lib;
 }
 
-/* True in the child of a vfork (until it execs): it shares the parent's
- * memory, the library's tables included, but not its descriptors, so what it
- * closes or duplicates must not be recorded. Costs a system call only in a
- * process that has called vfork. */
+/* True in a child that shares its parent's memory (vfork, or clone with
+ * CLONE_VM) until it execs: the library's tables are the parent's, the
+ * descriptors its own, so what it closes or duplicates must not be
+ * recorded (init.h, the home pid). One system call; used where the tables
+ * change (close, close_range, closefrom, dup*, fclose), never on the data
+ * path. */
 static inline int shim_vforked(void)
 {
-	pid_t v = atomic_load_explicit(&rsock_vfork_pid, memory_order_relaxed);
+	pid_t *s = rsock_pid_slot;
+	pid_t home = s ? __atomic_load_n(&s[1], __ATOMIC_RELAXED)
+		       : atomic_load_explicit(&rsock_vfork_pid, memory_order_relaxed);
 
-	return RSOCK_UNLIKELY(v != 0) && (pid_t)syscall(SYS_getpid) != v;
+	return RSOCK_UNLIKELY(home != 0) && (pid_t)syscall(SYS_getpid) != home;
 }
 
 static inline struct conn *shim_conn(int fd)
