@@ -145,12 +145,9 @@ static int ep_arm_kernel(struct ep *ep, int epfd)
 		return 0;
 	if ((kick = kick_fd()) < 0)
 		return kick;
-	ep->kfd = rsock_real.fcntl(epfd, F_DUPFD_CLOEXEC, FDTAB_OWN_BASE);
-	if (ep->kfd < 0)
-		ep->kfd = rsock_real.fcntl(epfd, F_DUPFD_CLOEXEC, 0);
+	ep->kfd = fdtab_own_dup(epfd);
 	if (ep->kfd < 0)
 		return -errno;
-	fdtab_own(ep->kfd);
 	ep->bell = fdtab_own_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (ep->bell < 0)
 		goto fail;

@@ -217,13 +217,30 @@ int fdtab_own(int fd)
 	return rc;
 }
 
+/* A close-on-exec duplicate of fd at FDTAB_OWN_BASE or above, or -1. */
+static int dup_high(int fd)
+{
+	return (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, FDTAB_OWN_BASE);
+}
+
+int fdtab_own_dup(int fd)
+{
+	int d = dup_high(fd);
+
+	if (d < 0)
+		d = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
+	if (d >= 0)
+		fdtab_own(d);
+	return d;
+}
+
 int fdtab_own_move(int fd)
 {
 	int hi;
 
 	if (fd < 0)
 		return -1;
-	if (fd < FDTAB_OWN_BASE && (hi = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, FDTAB_OWN_BASE)) >= 0) {
+	if (fd < FDTAB_OWN_BASE && (hi = dup_high(fd)) >= 0) {
 		syscall(SYS_close, fd);
 		fd = hi;
 	}

@@ -74,6 +74,11 @@ int fdtab_own(int fd);
  * fd itself when it cannot move (then recorded where it is), -1 when fd < 0. */
 int fdtab_own_move(int fd);
 
+/* A close-on-exec duplicate of fd, recorded as the library's own: at a
+ * number >= FDTAB_OWN_BASE when the limit on open files allows, else the
+ * lowest free one. Returns it, or -1 with errno set. */
+int fdtab_own_dup(int fd);
+
 /* The library is about to close fd (or rdma-core is about to close it for
  * us): forget the mark. */
 void fdtab_disown(int fd);

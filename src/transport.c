@@ -147,11 +147,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	atomic_init(&t->ctl_dirty, 1);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. */
-	t->tcp_fd = rsock_real.fcntl(tcp_fd, F_DUPFD_CLOEXEC, FDTAB_OWN_BASE);
-	if (t->tcp_fd < 0)
-		t->tcp_fd = rsock_real.fcntl(tcp_fd, F_DUPFD_CLOEXEC, 0);
-	if (t->tcp_fd >= 0)
-		fdtab_own(t->tcp_fd);
+	t->tcp_fd = fdtab_own_dup(tcp_fd);
 	if (t->tcp_fd < 0) {
 		rc = -errno;
 		goto fail;
@@ -1188,11 +1184,7 @@ int tp_adopt(int fd, struct ho_pre *pre, struct tp **out)
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	t->owner = rsock_pid();
-	t->tcp_fd = rsock_real.fcntl(fd, F_DUPFD_CLOEXEC, FDTAB_OWN_BASE);
-	if (t->tcp_fd < 0)
-		t->tcp_fd = rsock_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (t->tcp_fd >= 0)
-		fdtab_own(t->tcp_fd);
+	t->tcp_fd = fdtab_own_dup(fd);
 	if (t->tcp_fd < 0) {
 		int rc = -errno;
 		pthread_mutex_destroy(&t->lock);

@@ -143,6 +143,14 @@ static void test_own(void **state)
 	conn_unref(fdtab_take(q[1]));
 	assert_false(fdtab_maybe_tracked(q[1]));
 
+	/* a duplicate: the original stays the caller's */
+	int d = fdtab_own_dup(q[0]);
+	assert_true(d >= FDTAB_OWN_BASE);
+	assert_true(fdtab_is_own(d));
+	assert_false(fdtab_is_own(q[0]));
+	assert_true(fcntl(q[0], F_GETFD) >= 0);
+	fdtab_close_own(d);
+
 	fdtab_close_own(hi);
 	assert_int_equal(fcntl(hi, F_GETFD), -1);
 	assert_false(fdtab_maybe_tracked(hi));
