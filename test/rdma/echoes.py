@@ -2,6 +2,7 @@
 (they put test/rdma on PYTHONPATH).
 
 listener(host, port): a listening socket.
+read_exact(s, n): n bytes from s, fewer only at EOF.
 serve_one(l, msg): take one stream, read exactly len(msg) bytes, print
     "intact" (or "garbled: ...") on a line of its own, send them back, close.
 echo_clients(host, port, msg, count, bind=None): count times connect (after
@@ -19,14 +20,19 @@ def listener(host, port):
     return l
 
 
-def serve_one(l, msg):
-    c, _ = l.accept()
+def read_exact(s, n):
     got = bytearray()
-    while len(got) < len(msg):
-        d = c.recv(len(msg) - len(got))
+    while len(got) < n:
+        d = s.recv(n - len(got))
         if not d:
             break
         got += d
+    return bytes(got)
+
+
+def serve_one(l, msg):
+    c, _ = l.accept()
+    got = read_exact(c, len(msg))
     print("intact" if got == msg else "garbled: %r" % bytes(got[:60]), flush=True)
     c.sendall(got)
     c.close()

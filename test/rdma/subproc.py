@@ -10,23 +10,13 @@ subproc.py cli ADDR PORT: the other end; prints
     "5 echoes, the child's answer, EOF" when all of it came back right.
 """
 import socket, subprocess, sys
+from echoes import listener, read_exact
 role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def exact(s, n):
-    got = b""
-    while len(got) < n:
-        d = s.recv(n - len(got))
-        if not d:
-            break
-        got += d
-    return got
 if role == "srv":
-    l = socket.socket()
-    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    l.bind((b, port))
-    l.listen(4)
+    l = listener(b, port)
     c, _ = l.accept()
     for i in range(5):
-        d = exact(c, 100000)
+        d = read_exact(c, 100000)
         subprocess.run(["true"])
         c.sendall(d.upper())
     subprocess.run(["sh", "-c", "head -c 6 | tr a-z A-Z"], stdin=c, stdout=c)
@@ -38,9 +28,9 @@ else:
         m = (b"message %d " % i) * 10000
         m = m[:100000]
         s.sendall(m)
-        assert exact(s, len(m)) == m.upper(), "echo %d differs" % i
+        assert read_exact(s, len(m)) == m.upper(), "echo %d differs" % i
     s.sendall(b"child\n")
-    got = exact(s, 9)
+    got = read_exact(s, 9)
     assert got == b"CHILD\nend", "the child's answer differs: %r" % got
     assert s.recv(10) == b""
     print("5 echoes, the child's answer, EOF", flush=True)

@@ -24,6 +24,23 @@ teardown() {
 	stop_all_bg
 }
 
+# echo_pair SCRIPT [VAR=VALUE...]: `python3 SCRIPT srv ADDR_B PORT` in the
+# background and `python3 SCRIPT cli ADDR_B PORT`, both under librsock with
+# the given variables (logs srv.log and cli.log, test/rdma/echoes.py on the
+# path); the server must print "intact" 3 times.
+echo_pair() {
+	local script=$1 port
+	shift
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 "$@" RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$script" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 60 env RSOCK_STATS=1 "$@" RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$script" cli "$ADDR_B" "$port"
+	wait_bg "$BG_PID" 30
+	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
+}
+
 # nc_upload SERVER_ADDR CLIENT_ADDR BYTES: an nc client at CLIENT_ADDR sends
 # BYTES random bytes (the file `data`) to `nc -l` at SERVER_ADDR, both under
 # librsock; the bytes arrive intact and both ends counted them over RDMA. The
@@ -227,8 +244,6 @@ PY
 
 @test "a client bound to 0.0.0.0 port 0 before connect (as dig does) is carried over RDMA, the server's first bytes its own" {
 	require_cmd python3
-	local port
-	port=$(free_port)
 	# bind(0.0.0.0:0) takes a port at once but leaves the address to
 	# connect(): the probe must announce the route's source address, or
 	# the server takes the stream for a plain client's and its application
@@ -245,21 +260,13 @@ if role == "srv":
 else:
     echo_clients(b, port, msg, 3, bind=("0.0.0.0", 0))
 PY
-	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
-		PYTHONPATH="$BATS_TEST_DIRNAME" python3 w.py srv "$ADDR_B" "$port"
-	wait_for_port "$port" 15 "$BG_PID"
-	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
-		PYTHONPATH="$BATS_TEST_DIRNAME" python3 w.py cli "$ADDR_B" "$port"
-	wait_bg "$BG_PID" 30
-	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
+	echo_pair w.py
 	stats_only_rdma cli.log
 	stats_only_rdma srv.log
 }
 
 @test "the beacon's data port hint: right (the listening process accepts) and wrong (another process accepts), every stream over RDMA" {
 	require_cmd python3
-	local port
-	port=$(free_port)
 	# The beacon tells a client the data listener's port of the process
 	# that listens, so that the client resolves its data connection while
 	# the hello makes its round trip. Here the server forks before it ever
@@ -288,13 +295,7 @@ if role == "srv":
 else:
     echo_clients(b, port, msg, 3)
 PY
-	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" \
-		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" python3 h.py srv "$ADDR_B" "$port"
-	wait_for_port "$port" 15 "$BG_PID"
-	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" \
-		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" python3 h.py cli "$ADDR_B" "$port"
-	wait_bg "$BG_PID" 30
-	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
+	echo_pair h.py RSOCK_LOG_LEVEL=debug
 	stats_only_rdma cli.log
 	stats_rdma cli.log 420000 tx
 	[[ "$(stats_line cli.log)" == *"streams tcp=0 rdma=3 "* ]]
@@ -318,12 +319,10 @@ PY
 	# first declines RDMA by writing through stdio (fdopen).
 	cat >v.py <<'PY'
 import ctypes, os, socket, sys, time
+from echoes import listener
 role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if role == "srv":
-    l = socket.socket()
-    l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    l.bind((b, port))
-    l.listen(4)
+    l = listener(b, port)
     c, _ = l.accept()
     if os.fork() == 0:
         go = os.pipe()
@@ -356,10 +355,10 @@ else:
     print("session %.2f s" % (time.time() - t))
 PY
 	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" \
-		LD_PRELOAD="$(rsock_preload_value)" python3 v.py srv "$ADDR_B" "$port"
+		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" python3 v.py srv "$ADDR_B" "$port"
 	wait_for_port "$port" 15 "$BG_PID"
 	run bounded 30 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
-		python3 v.py cli "$ADDR_B" "$port"
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 v.py cli "$ADDR_B" "$port"
 	echo "$output"
 	[ "$status" = 0 ]
 	wait_bg "$BG_PID" 30
@@ -370,8 +369,6 @@ PY
 
 @test "a server that closes every descriptor it did not open (close_range, a close() loop) keeps serving over RDMA: the library's own are not the application's" {
 	require_cmd python3
-	local port
-	port=$(free_port)
 	# varnishd's manager calls closefrom(3) after it listened: that closed
 	# the library's event channels, and the numbers, reused for its pid
 	# file, then received the cm thread's commands (a spin, a corrupt
@@ -422,14 +419,8 @@ if role == "srv":
 else:
     echo_clients(b, port, msg, 3)
 PY
-	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
-		PYTHONPATH="$BATS_TEST_DIRNAME" python3 o.py srv "$ADDR_B" "$port"
-	wait_for_port "$port" 15 "$BG_PID"
-	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
-		PYTHONPATH="$BATS_TEST_DIRNAME" python3 o.py cli "$ADDR_B" "$port"
-	wait_bg "$BG_PID" 30
+	echo_pair o.py
 	cat srv.out
-	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
 	grep -qE '^library descriptors: [1-9][0-9]*, EBADF dup2 EBUSY$' srv.out
 	[ "$(cat after)" = untouched ]
 	stats_only_rdma cli.log
