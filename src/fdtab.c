@@ -289,7 +289,16 @@ int fdtab_is_own(int fd)
 {
 	int r;
 
+	struct own_entry *o;
+
 	if (!fdtab_maybe_tracked(fd))
+		return 0;
+	/* Most tracked descriptors are the application's streams: a shared
+	 * look first, the exclusive lock only to check (and maybe drop) a mark. */
+	pthread_rwlock_rdlock(&fdtab_lock);
+	HASH_FIND_INT(own_head, &fd, o);
+	pthread_rwlock_unlock(&fdtab_lock);
+	if (!o)
 		return 0;
 	pthread_rwlock_wrlock(&fdtab_lock);
 	r = own_check_locked(fd);
