@@ -25,7 +25,7 @@
 #define TP_SQ_DEPTH 128
 #define TP_SIGNAL_EVERY 32
 #define TP_MAX_DATA_MSGS (TP_RQ_DEPTH / 2 - 1) /* see doc/design.md section 9 */
-#define TP_MAX_CHUNK (64u * 1024)
+#define TP_MAX_CHUNK (32u * 1024) /* the largest data message (doc/design.md section 9) */
 
 /* Settings from the environment (config.c fills them). */
 struct tp_settings {
