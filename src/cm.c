@@ -974,7 +974,10 @@ struct cm_client {
 #define CM_REJ_STALE_CONN 10
 #define CM_REJ_CONSUMER 28
 
-/* A probe request in flight: its own channel and id. */
+/* A probe request in flight: its own id, on the stream's channel (c->ch).
+ * The data id has asked nothing yet, so every event there is the probe's
+ * until probe_drop(); destroying the id drops the events the kernel had
+ * not given us. */
 struct probe_req {
 	struct rdma_event_channel *ch;
 	struct rdma_cm_id *id;
@@ -984,7 +987,6 @@ static void probe_drop(struct probe_req *pq)
 {
 	if (pq->id)
 		rdma_destroy_id(pq->id);
-	cm_channel_free(pq->ch);
 	pq->id = NULL;
 	pq->ch = NULL;
 }
@@ -999,8 +1001,7 @@ static int probe_send(struct cm_client *c, uint16_t cport, int64_t deadline, str
 	uint32_t qpn = 0;
 	int rc;
 
-	if (!(pq->ch = new_channel()))
-		return -ENODEV;
+	pq->ch = c->ch;
 	if (rdma_create_id(pq->ch, &pq->id, NULL, RDMA_PS_TCP)) {
 		pq->id = NULL;
 		return -errno;
@@ -1060,10 +1061,10 @@ static int probe_wait(struct probe_req *pq, int64_t deadline, uint16_t *hint)
 	return rc;
 }
 
-/* The stream's rings, CQ and QP: 0, or a fallback reason. The QP is the
- * stream's own (tp_prepare_qp, INIT on the bound data id's device port),
- * not the id's: the data id may be replaced before it connects (a wrong
- * hint, cm_client_finish), and the QP does not have to follow. */
+/* The stream's rings and CQ: 0, or a fallback reason. Made while the
+ * probe's request makes its round trip (probe()); the QP follows while the
+ * hello makes its own (client_qp). Both are wasted only on the first
+ * connect to a plain peer, which the negative cache then remembers. */
 static int client_prepare(struct cm_client *c, const struct cm_bufs *bufs)
 {
 	if (!c->tp) {
@@ -1072,15 +1073,23 @@ static int client_prepare(struct cm_client *c, const struct cm_bufs *bufs)
 			return RSOCK_FB_RESOURCES;
 		c->tp->ch = c->ch;
 	}
+	return tp_create_cq(c->tp) ? RSOCK_FB_RESOURCES : 0;
+}
+
+/* The stream's QP: its own (tp_prepare_qp, INIT on the bound data id's
+ * device port), not the id's: the data id may be replaced before it
+ * connects (a wrong hint, cm_client_finish), and the QP does not have to
+ * follow. 0 or a fallback reason. */
+static int client_qp(struct cm_client *c)
+{
 	return tp_prepare_qp(c->tp, c->id->port_num) ? RSOCK_FB_RESOURCES : 0;
 }
 
 /* Ask the peer's beacon whether librsock serves the port (doc/design.md
  * section 8). Returns 1, 0 (a plain peer), or -errno (-EAGAIN: the peer's
  * CM kept refusing for want of resources; not the peer's nature). While
- * the first request makes its round trip, the stream's rings and QP are
- * made ready (client_prepare): they are wasted only on the first connect
- * to a plain peer, which the negative cache then remembers. */
+ * the first request makes its round trip, the stream's rings and CQ are
+ * made ready (client_prepare). */
 static int probe(struct cm_client *c, uint16_t cport, const struct cm_bufs *bufs)
 {
 	int64_t deadline = now_ms() + cm_settings.probe_ms;
@@ -1322,7 +1331,7 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 	struct sockaddr_storage dst;
 	struct rdma_conn_param cp;
 	struct rdma_cm_event *ev = NULL;
-	int why = RSOCK_FB_PROTOCOL;
+	int why = RSOCK_FB_PROTOCOL, qp_why;
 	ssize_t r;
 	int rc;
 
@@ -1347,6 +1356,7 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 	}
 	log_debug("hello: sent on fd %d, %d ms left", fd, left_ms(deadline));
 	pre_route(c);
+	qp_why = client_qp(c); /* while the hello makes its round trip */
 	r = ctl_peek(fd, buf, PROTO_HELLO_ACK_LEN, deadline);
 	log_debug("hello: answer %zd, %d ms left", r, left_ms(deadline));
 	if (r == -ETIMEDOUT) {
@@ -1364,6 +1374,10 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 	if (a.status) {
 		why = a.status < RSOCK_FB_MAX ? a.status : RSOCK_FB_PROTOCOL;
 		goto fail_nocancel;
+	}
+	if (qp_why) {
+		why = qp_why; /* the server waits for our connection or a cancel */
+		goto fail;
 	}
 	if (a.token != c->token ||
 	    tp_set_peer(c->tp, a.ring_addr, a.ring_rkey, a.ring_size, a.max_inline, a.version))
