@@ -145,6 +145,11 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	pthread_mutex_init(&t->lock, NULL);
 	t->owner = rsock_pid();
 	atomic_init(&t->ctl_dirty, 1);
+	/* A new stream's first waits are for the answer to its first request
+	 * (or for that request): start from an average that lets them spin up
+	 * to RSOCK_POLL_MAX_US; one long wait brings a stream whose waits are
+	 * long down to RSOCK_POLL_US (doc/design.md section 9). */
+	atomic_init(&t->wait_avg_ns, tp_settings.poll_max_us * 500u);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. */
 	t->tcp_fd = fdtab_own_dup(tcp_fd);
