@@ -232,6 +232,8 @@ static int item_hook(struct ep *ep, struct ep_item *it)
 			return -errno;
 	}
 	atomic_fetch_add_explicit(&t->watchers, 1, memory_order_relaxed);
+	if (ep->owner != rsock_pid()) /* item_unhook will not take them out */
+		atomic_store_explicit(&t->hooked_shared, 1, memory_order_relaxed);
 	return 0;
 }
 

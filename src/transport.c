@@ -52,6 +52,10 @@ static void mem_free(struct tp *t)
  * registered), and the next stream of the same sizes on the same device
  * takes them: the PD holds no QP any more, so nothing can write into the
  * ring until the new stream's QP exists, and the new peer learns the key.
+ * Its completion channel and CQ come along, emptied (another half
+ * millisecond of each side's set-up in the guest). The QP cannot: the peer's
+ * connection manager keeps a closed connection's QP number in time-wait,
+ * and refuses a new connection from it as stale.
  * The cache belongs to the process that first filled it: a forked child
  * neither takes from it nor adds to it (the verbs objects are the parent's),
  * and never takes its lock. */
@@ -63,6 +67,8 @@ struct tp_set {
 	size_t mem_len;
 	uint32_t rx_size;
 	struct ibv_mr *rx_mr, *tx_mr;
+	struct ibv_comp_channel *cc; /* with cq, or both NULL */
+	struct ibv_cq *cq;
 };
 static pthread_mutex_t set_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tp_set *set_cache;
@@ -96,16 +102,46 @@ static int set_take(struct tp *t, struct ibv_context *ctx, uint32_t rx_size, siz
 	t->mem = s->mem;
 	t->rx_mr = s->rx_mr;
 	t->tx_mr = s->tx_mr;
+	t->cc = s->cc;
+	if ((t->cq = s->cq))
+		t->cq->cq_context = t;
 	free(s);
 	return 1;
 }
 
-/* Keep t's PD, memory and MRs (its QP is destroyed). 1 if kept: they are
- * the cache's now. */
+/* Whether t's CQ can serve another stream: its QP is gone, so nothing adds
+ * to it; take out what completed before and the event that may have been
+ * raised (a CQ destroyed with an event not acknowledged would hang). Not
+ * when an epoll instance of another process may still hold the completion
+ * channel's registration (item_unhook leaves those): a channel closed
+ * drops out of every epoll set, a channel kept would not. */
+static int cq_empty(struct tp *t)
+{
+	struct ibv_wc wc[16];
+	struct ibv_cq *cq;
+	void *ctx;
+	int n, i = 0;
+
+	if (t->qp || !t->cq || !t->cc || atomic_load_explicit(&t->hooked_shared, memory_order_relaxed))
+		return 0;
+	while ((n = ibv_poll_cq(t->cq, 16, wc)) > 0)
+		if (++i > (TP_SQ_DEPTH + TP_RQ_DEPTH) / 16 + 1)
+			return 0;
+	if (n < 0)
+		return 0;
+	while (ibv_get_cq_event(t->cc, &cq, &ctx) == 0) /* the channel is non-blocking */
+		ibv_ack_cq_events(cq, 1);
+	return 1;
+}
+
+/* Keep t's PD, memory and MRs (its QP is destroyed), with its CQ and
+ * completion channel when they can serve again. 1 if kept: they are the
+ * cache's now (t->cc and t->cq NULL when taken too). */
 static int set_keep(struct tp *t)
 {
 	struct tp_set *s;
 	pid_t none = 0, me = rsock_pid();
+	int with_cq;
 
 	if (!tp_settings.ring_cache || !t->pd || !t->rx_mr || !t->tx_mr || t->qp)
 		return 0;
@@ -119,6 +155,10 @@ static int set_keep(struct tp *t)
 	s->rx_size = t->rx.size;
 	s->rx_mr = t->rx_mr;
 	s->tx_mr = t->tx_mr;
+	if ((with_cq = cq_empty(t))) {
+		s->cc = t->cc;
+		s->cq = t->cq;
+	}
 	pthread_mutex_lock(&set_lock);
 	if (set_count < tp_settings.ring_cache) {
 		s->next = set_cache;
@@ -130,6 +170,10 @@ static int set_keep(struct tp *t)
 	if (s) {
 		free(s);
 		return 0;
+	}
+	if (with_cq) {
+		t->cc = NULL;
+		t->cq = NULL;
 	}
 	return 1;
 }
@@ -165,7 +209,8 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 			stats_registered(-(int64_t)t->mem_len);
 			goto fail;
 		}
-		log_debug("fd %d: rings rx %u tx %u bytes reused", tcp_fd, rx_size, tx_size);
+		log_debug("fd %d: rings rx %u tx %u bytes reused%s", tcp_fd, rx_size, tx_size,
+			  t->cq ? ", with their CQ" : "");
 		*out = t;
 		return 0;
 	}
@@ -206,6 +251,12 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	*out = t;
 	return 0;
 fail:
+	if (t->cq) /* (from the cache) */
+		ibv_destroy_cq(t->cq);
+	if (t->cc) {
+		fdtab_disown(t->cc->fd);
+		ibv_destroy_comp_channel(t->cc);
+	}
 	if (t->tx_mr)
 		ibv_dereg_mr(t->tx_mr);
 	if (t->rx_mr)
@@ -1717,12 +1768,6 @@ void tp_close(struct tp *t, int abort)
 	if (t->id)
 		rdma_destroy_id(t->id);
 	cm_channel_free(t->ch);
-	if (t->cq)
-		ibv_destroy_cq(t->cq);
-	if (t->cc) {
-		fdtab_disown(t->cc->fd);
-		ibv_destroy_comp_channel(t->cc);
-	}
 	if (set_keep(t)) {
 		t->mem = NULL; /* the cache's now, still registered */
 	} else {
@@ -1733,6 +1778,12 @@ void tp_close(struct tp *t, int abort)
 		if (t->pd)
 			ibv_dealloc_pd(t->pd);
 		stats_registered(-(int64_t)t->mem_len);
+	}
+	if (t->cq) /* not kept (set_keep takes both or neither) */
+		ibv_destroy_cq(t->cq);
+	if (t->cc) {
+		fdtab_disown(t->cc->fd);
+		ibv_destroy_comp_channel(t->cc);
 	}
 	ho_pre_free(t->pre);
 	if (abort && (t->up || tp_switched(t))) {

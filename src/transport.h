@@ -139,6 +139,9 @@ struct tp {
 	struct tp_waiter *waitq;     /* those of them with a bell, under lock */
 	_Atomic uint64_t evseq;      /* counts completions and control events */
 	_Atomic int watchers;        /* epoll registrations of this stream */
+	_Atomic int hooked_shared;   /* registered in an epoll instance another
+				      * process made: its completion channel may
+				      * stay there, so the ring cache drops it */
 	_Atomic int ctl_dirty;       /* the control connection was seen readable */
 	int64_t ctl_last_ms;         /* when an empty read last looked at it */
 	_Atomic uint32_t wait_avg_ns; /* recent waits for an event (tp_spin_budget_ns) */

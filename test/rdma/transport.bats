@@ -675,7 +675,8 @@ print(what, round(time.monotonic() - t, 2))
 
 @test "short connections reuse registered rings (RSOCK_RING_CACHE): 12 sequential HTTP fetches, byte-exact" {
 	# Each fetch is a new stream; from the second on, both ends take the
-	# rings (memory, registration, protection domain) a closed stream left.
+	# rings (memory, registration, protection domain, completion channel
+	# and CQ) a closed stream left.
 	require_cmd python3
 	local port i
 	mkdir www
@@ -707,6 +708,9 @@ for i in range(int(sys.argv[4])):
 	echo "reused: client $(grep -c 'bytes reused' cli.log), server $(grep -c 'bytes reused' srv.log)"
 	[ "$(grep -c 'bytes reused' cli.log)" -ge 10 ]
 	[ "$(grep -c 'bytes reused' srv.log)" -ge 10 ]
+	# and the completion channel and CQ that came with them
+	[ "$(grep -c 'bytes reused, with their CQ' cli.log)" -ge 10 ]
+	[ "$(grep -c 'bytes reused, with their CQ' srv.log)" -ge 10 ]
 	# RSOCK_RING_CACHE=0: every stream registers its own
 	rm -f got*
 	fetch_all cli0.log 3 RSOCK_RING_CACHE=0
