@@ -11,7 +11,9 @@
  *                                                prints "MB/s"
  *   sockbench connect ADDR PORT SRC 1 COUNT      COUNT connections one after the
  *                                                other, each until its first byte
- *                                                came back: prints "p50_us conns/s"
+ *                                                came back: prints "p50_us conns/s
+ *                                                p50_connect_us" (the last: from
+ *                                                socket() until connect() returned)
  *   sockbench hold ADDR PORT SRC 1 COUNT         hold COUNT connections open at once:
  *                                                prints "rss_kb_per_conn registered_per_conn"
  *                                                (registered memory from librsock's
@@ -235,11 +237,12 @@ int main(int argc, char **argv)
 	uint64_t hdr[2] = {0, 0};
 
 	if (!strcmp(argv[1], "connect")) {
-		double *lat = calloc(n, sizeof(double)), t0 = now_us();
+		double *lat = calloc(n, sizeof(double)), *con = calloc(n, sizeof(double)), t0 = now_us();
 		hdr[0] = 1 << 8 | 'C';
 		for (uint64_t i = 0; i < n; i++) {
 			double t = now_us();
 			int fd = dial(ip, port, src);
+			con[i] = now_us() - t;
 			full(fd, hdr, sizeof(hdr), 0);
 			full(fd, buf, 1, 1);
 			lat[i] = now_us() - t;
@@ -247,7 +250,8 @@ int main(int argc, char **argv)
 		}
 		double total = now_us() - t0;
 		qsort(lat, n, sizeof(double), cmp);
-		printf("%.1f %.1f\n", lat[n / 2], n / (total / 1e6));
+		qsort(con, n, sizeof(double), cmp);
+		printf("%.1f %.1f %.1f\n", lat[n / 2], n / (total / 1e6), con[n / 2]);
 		return 0;
 	}
 	if (!strcmp(argv[1], "hold")) {
