@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # servers.sh - a benchmark, not a test: unmodified event-driven servers and
 # their load generators over kernel TCP and under librsock, in one run
-# between the two RDMA addresses: redis-benchmark (SET, GET, with and without
-# -P 16), memcached -t 4 with memcslap, nginx (master and 2 workers) with wrk.
+# between the two RDMA addresses: redis-benchmark (SET, GET, 8 connections
+# with and without -P 16, and one connection), memcached -t 4 with memcslap,
+# nginx (master and 2 workers) with wrk.
 # Median of RUNS runs; a Markdown table with the ratio librsock / TCP goes to
 # stdout and to bench/results/servers-latest.md (written on the host). The
 # "rdma streams" column is librsock's own count (RSOCK_STATS) of the load
@@ -67,10 +68,14 @@ redis() {
 		--protected-mode no --dir "$work" >/dev/null 2>&1 &
 	srv=$!
 	wait_port "$p" 10
-	for pl in 1 16; do
-		$(pre "$m" "redis-$m-$pl") redis-benchmark -h "$B" -p "$p" -t set,get -n "$REDIS_N" -c 8 -P "$pl" -q 2>/dev/null |
+	# 8 connections, without and with -P 16; then one connection, where
+	# each request waits for the answer to the one before (latency-bound)
+	for pl in 1 16 c1; do
+		local c=8 pp=$pl n=$REDIS_N
+		[ "$pl" = c1 ] && c=1 pp=1 n=$((REDIS_N / 4))
+		$(pre "$m" "redis-$m-$pl") redis-benchmark -h "$B" -p "$p" -t set,get -n "$n" -c "$c" -P "$pp" -q 2>/dev/null |
 			tr '\r' '\n' | grep -E '^(SET|GET): [0-9.]+ requests' >"$work/rb.txt" || true
-		sfx=$([ "$pl" = 16 ] && echo 16 || true)
+		sfx=$([ "$pl" = 1 ] || echo "$pl")
 		awk '/^SET/ {print $2}' "$work/rb.txt" >>"$work/redis-set$sfx-$m"
 		awk '/^GET/ {print $2}' "$work/rb.txt" >>"$work/redis-get$sfx-$m"
 		S[redis$pl-$m]=$(rdma_streams "$work/redis-$m-$pl.log")
@@ -154,6 +159,8 @@ row "redis-benchmark SET (-c 8)" redis-set redis1-rsock
 row "redis-benchmark GET (-c 8)" redis-get redis1-rsock
 row "redis-benchmark SET -P 16" redis-set16 redis16-rsock
 row "redis-benchmark GET -P 16" redis-get16 redis16-rsock
+row "redis-benchmark SET (-c 1)" redis-setc1 redisc1-rsock
+row "redis-benchmark GET (-c 1)" redis-getc1 redisc1-rsock
 row "memcached -t 4, memcslap sets (8 threads)" memc memc-rsock
 if [ -s "$work/nginx-tcp" ]; then
 	row "nginx (2 workers) + wrk, 1 KiB GET" nginx nginx-rsock
