@@ -41,6 +41,26 @@ echo_pair() {
 	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
 }
 
+# subproc_pair SERVER...: the server (SERVER ADDR PORT: subproc.py's srv
+# or spawnvm, both spawning children that share its memory) and subproc.py's
+# client, both under librsock: the client's exchange completes, its 500 kB
+# came back over RDMA, and neither end found application bytes where the
+# control connection's messages should be.
+subproc_pair() {
+	local port
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		"$@" "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 "$BATS_TEST_DIRNAME/subproc.py" cli "$ADDR_B" "$port"
+	echo "$output"
+	[ "$status" = 0 ] || { bg_output "$BG_PID"; false; }
+	wait_bg "$BG_PID" 30
+	stats_rdma cli.log 500000 rx
+	! grep -q 'unexpected bytes' cli.log srv.log
+}
+
 # nc_upload SERVER_ADDR CLIENT_ADDR BYTES: an nc client at CLIENT_ADDR sends
 # BYTES random bytes (the file `data`) to `nc -l` at SERVER_ADDR, both under
 # librsock; the bytes arrive intact and both ends counted them over RDMA. The
@@ -430,43 +450,21 @@ PY
 
 @test "Python's subprocess (vfork; the child closes every descriptor, or takes the stream as its stdin and stdout) leaves the server's RDMA stream intact" {
 	require_cmd python3
-	local port
-	port=$(free_port)
 	# subprocess forks with vfork: the child shares the server's memory,
 	# the library's tables included, until it execs. What it closes
 	# (close_range from 3) or duplicates (dup2 onto 0 and 1) is its own,
 	# not the server's; a stream it takes moves to TCP first, as one an
 	# exec'd image inherits does.
-	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
-		python3 "$BATS_TEST_DIRNAME/subproc.py" srv "$ADDR_B" "$port"
-	wait_for_port "$port" 15 "$BG_PID"
-	run bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
-		python3 "$BATS_TEST_DIRNAME/subproc.py" cli "$ADDR_B" "$port"
-	echo "$output"
-	[ "$status" = 0 ] || { bg_output "$BG_PID"; false; }
-	wait_bg "$BG_PID" 30
-	stats_rdma cli.log 500000 rx
-	! grep -q 'unexpected bytes' cli.log srv.log
+	subproc_pair python3 "$BATS_TEST_DIRNAME/subproc.py" srv
 }
 
 @test "a C server that starts its children with clone(CLONE_VM | CLONE_VFORK) (as libuv does) keeps its RDMA stream; a child given the stream answers on TCP" {
 	require_cmd python3
-	local port
-	port=$(free_port)
 	# The same exchange as subproc.py's, from test/progs/spawnvm: its
 	# children share its memory without going through vfork (no stub of
 	# ours runs): the library tells them apart by the home pid (init.h).
-	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
-		"$PROGS/spawnvm" "$ADDR_B" "$port"
-	wait_for_port "$port" 15 "$BG_PID"
-	run bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
-		python3 "$BATS_TEST_DIRNAME/subproc.py" cli "$ADDR_B" "$port"
-	echo "$output"
-	[ "$status" = 0 ] || { bg_output "$BG_PID"; false; }
-	wait_bg "$BG_PID" 30
+	subproc_pair "$PROGS/spawnvm"
 	grep -q '^spawnvm: 5 echoes' srv.out
-	stats_rdma cli.log 500000 rx
-	! grep -q 'unexpected bytes' cli.log srv.log
 }
 
 # ---- mixed peers and fallback ---------------------------------------------------
