@@ -974,25 +974,13 @@ struct cm_client {
 #define CM_REJ_STALE_CONN 10
 #define CM_REJ_CONSUMER 28
 
-/* A probe request in flight: its own id, on the stream's channel (c->ch).
- * The data id has asked nothing yet, so every event there is the probe's
- * until probe_drop(); destroying the id drops the events the kernel had
- * not given us. */
-struct probe_req {
-	struct rdma_event_channel *ch;
-	struct rdma_cm_id *id;
-};
-
-static void probe_drop(struct probe_req *pq)
-{
-	if (pq->id)
-		rdma_destroy_id(pq->id);
-	pq->id = NULL;
-	pq->ch = NULL;
-}
+/* A probe request goes out on its own id (*id; the caller destroys it),
+ * on the stream's event channel c->ch. The data id asks nothing before the
+ * probe is answered, so every event there is the probe's until its id is
+ * destroyed, which drops the events the kernel had not given us. */
 
 /* Send one probe request. 0 (sent: probe_wait() for the answer) or -errno. */
-static int probe_send(struct cm_client *c, uint16_t cport, int64_t deadline, struct probe_req *pq)
+static int probe_send(struct cm_client *c, uint16_t cport, int64_t deadline, struct rdma_cm_id **id)
 {
 	struct proto_probe pr = {.version = PROTO_VERSION};
 	uint8_t buf[PROTO_PROBE_LEN];
@@ -1001,14 +989,13 @@ static int probe_send(struct cm_client *c, uint16_t cport, int64_t deadline, str
 	uint32_t qpn = 0;
 	int rc;
 
-	pq->ch = c->ch;
-	if (rdma_create_id(pq->ch, &pq->id, NULL, RDMA_PS_TCP)) {
-		pq->id = NULL;
+	if (rdma_create_id(c->ch, id, NULL, RDMA_PS_TCP)) {
+		*id = NULL;
 		return -errno;
 	}
 	memcpy(&src, &c->local, sizeof(src));
 	sa_set_port((struct sockaddr *)&src, 0);
-	rc = resolve(pq->ch, pq->id, (struct sockaddr *)&src, (struct sockaddr *)&c->peer, deadline);
+	rc = resolve(c->ch, *id, (struct sockaddr *)&src, (struct sockaddr *)&c->peer, deadline);
 	if (rc) {
 		log_debug("probe: address/route resolution failed (%d)", rc);
 		return rc;
@@ -1027,18 +1014,18 @@ static int probe_send(struct cm_client *c, uint16_t cport, int64_t deadline, str
 	if (getrandom(&qpn, sizeof(qpn), 0) != sizeof(qpn))
 		qpn = (uint32_t)now_ms() * 2654435761u;
 	cp.qp_num = 0x800000u | (qpn & 0x7fffffu);
-	if (rdma_connect(pq->id, &cp))
+	if (rdma_connect(*id, &cp))
 		return -errno;
 	return 0;
 }
 
-/* The answer to a probe sent. Returns 1 (a librsock beacon answered: *hint
- * is its data port hint), 0 (a plain peer), -EAGAIN (a transient reject:
- * try again), or -errno. */
-static int probe_wait(struct probe_req *pq, int64_t deadline, uint16_t *hint)
+/* The answer to a probe sent. Returns 1 (a librsock beacon answered:
+ * c->hint is its data port hint), 0 (a plain peer), -EAGAIN (a transient
+ * reject: try again), or -errno. */
+static int probe_wait(struct cm_client *c, int64_t deadline)
 {
 	struct rdma_cm_event *ev = NULL;
-	int rc = wait_event(pq->ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
+	int rc = wait_event(c->ch, RDMA_CM_EVENT_ESTABLISHED, deadline, &ev);
 
 	if (rc == -ECONNREFUSED) {
 		struct proto_beacon b;
@@ -1053,7 +1040,7 @@ static int probe_wait(struct probe_req *pq, int64_t deadline, uint16_t *hint)
 		else
 			rc = d > 0;
 		if (d > 0)
-			*hint = b.data_port;
+			c->hint = b.data_port;
 	} else if (rc == 0) {
 		rc = -EPROTO; /* something accepted a request without a QP */
 	}
@@ -1096,13 +1083,14 @@ static int probe(struct cm_client *c, uint16_t cport, const struct cm_bufs *bufs
 	int rc = -EAGAIN;
 
 	for (int i = 0; i < 4 && rc == -EAGAIN && left_ms(deadline) > 0; i++) {
-		struct probe_req pq = {0};
-		if ((rc = probe_send(c, cport, deadline, &pq)) == 0) {
+		struct rdma_cm_id *id = NULL;
+		if ((rc = probe_send(c, cport, deadline, &id)) == 0) {
 			if (i == 0)
 				client_prepare(c, bufs); /* failures are seen again after */
-			rc = probe_wait(&pq, deadline, &c->hint);
+			rc = probe_wait(c, deadline);
 		}
-		probe_drop(&pq);
+		if (id)
+			rdma_destroy_id(id);
 	}
 	return rc;
 }
