@@ -287,9 +287,8 @@ static int own_check_locked(int fd)
 
 int fdtab_is_own(int fd)
 {
-	int r;
-
 	struct own_entry *o;
+	int r;
 
 	if (!fdtab_maybe_tracked(fd))
 		return 0;

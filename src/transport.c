@@ -134,6 +134,19 @@ static int cq_empty(struct tp *t)
 	return 1;
 }
 
+/* Destroy t's CQ and completion channel, if it has them. */
+static void cq_free(struct tp *t)
+{
+	if (t->cq)
+		ibv_destroy_cq(t->cq);
+	if (t->cc) {
+		fdtab_disown(t->cc->fd);
+		ibv_destroy_comp_channel(t->cc);
+	}
+	t->cq = NULL;
+	t->cc = NULL;
+}
+
 /* Keep t's PD, memory and MRs (its QP is destroyed), with its CQ and
  * completion channel when they can serve again. 1 if kept: they are the
  * cache's now (t->cc and t->cq NULL when taken too). */
@@ -251,12 +264,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	*out = t;
 	return 0;
 fail:
-	if (t->cq) /* (from the cache) */
-		ibv_destroy_cq(t->cq);
-	if (t->cc) {
-		fdtab_disown(t->cc->fd);
-		ibv_destroy_comp_channel(t->cc);
-	}
+	cq_free(t); /* (from the cache) */
 	if (t->tx_mr)
 		ibv_dereg_mr(t->tx_mr);
 	if (t->rx_mr)
@@ -1779,12 +1787,7 @@ void tp_close(struct tp *t, int abort)
 			ibv_dealloc_pd(t->pd);
 		stats_registered(-(int64_t)t->mem_len);
 	}
-	if (t->cq) /* not kept (set_keep takes both or neither) */
-		ibv_destroy_cq(t->cq);
-	if (t->cc) {
-		fdtab_disown(t->cc->fd);
-		ibv_destroy_comp_channel(t->cc);
-	}
+	cq_free(t); /* not kept (set_keep takes both or neither) */
 	ho_pre_free(t->pre);
 	if (abort && (t->up || tp_switched(t))) {
 		/* Like TCP closing with unread data: the peer sees a reset. */
