@@ -36,10 +36,13 @@ struct ep_item {
 	struct ep *ep;
 	struct conn *c;          /* the stream (a reference) */
 	struct ep_item *cnext;   /* c->ep_items (ep_glock) */
-	struct ep_item *prev, *next; /* ep->ready */
+	struct ep_item *prev, *next; /* ep->ready or ep->idle */
 	int fd;                  /* the application's descriptor */
 	int rdma;                /* 1: ours; 0: the kernel holds it, kept to convert it */
 	int on_ready;
+	int on_idle;
+	unsigned idle_n;         /* waits it stayed on ep->idle without news */
+	uint64_t idle_gen;       /* the ep_wait call that last counted it in idle_n */
 	int disabled;            /* EPOLLONESHOT fired */
 	int efd, cfd;            /* internal descriptors registered for it, or -1 */
 	uint32_t events;
@@ -57,6 +60,9 @@ struct ep {
 	int bell;                /* eventfd: readable while the ready list is not empty */
 	int bell_on;
 	struct ep_item *items, *tags, *ready;
+	struct ep_item *idle;    /* looked at by each wait, CQ not armed (lazy arming) */
+	unsigned n_idle;
+	_Atomic int nested;      /* watched by poll, select or another epoll: no lazy arming */
 	unsigned n_rdma, n_watch;
 	uint64_t conv_seen;
 	uint64_t scan_gen;       /* numbers the ep_wait calls */
@@ -183,20 +189,99 @@ static void bell_update(struct ep *ep)
 	ep->bell_on = want;
 }
 
+static void idle_del(struct ep *ep, struct ep_item *it)
+{
+	if (!it->on_idle)
+		return;
+	DL_DELETE(ep->idle, it);
+	it->on_idle = 0;
+	ep->n_idle--;
+}
+
+static void idle_add(struct ep *ep, struct ep_item *it)
+{
+	DL_APPEND(ep->idle, it);
+	it->on_idle = 1;
+	ep->n_idle++;
+}
+
 static void ready_add(struct ep *ep, struct ep_item *it)
 {
 	if (it->on_ready || !it->rdma)
 		return;
+	idle_del(ep, it);
 	DL_APPEND(ep->ready, it);
 	it->on_ready = 1;
 }
 
+/* Off the ready and the idle list. */
 static void ready_del(struct ep *ep, struct ep_item *it)
 {
+	idle_del(ep, it);
 	if (!it->on_ready)
 		return;
 	DL_DELETE(ep->ready, it);
 	it->on_ready = 0;
+}
+
+/* Whether a stream is worth reporting now: ev its readiness (tp_ready). */
+static int item_reportable(const struct ep_item *it, uint32_t ev, uint64_t seq)
+{
+	return (ev & (it->events | EPOLLERR | EPOLLHUP)) &&
+	       (!(it->events & EPOLLET) || seq != it->seen);
+}
+
+/* Lazy arming (doc/design.md section 12): a stream whose completion event
+ * was consumed is not re-armed (a system call on some providers, and the
+ * next event costs a read and an interrupt) while the instance's waits keep
+ * looking at it anyway: it waits on ep->idle, is polled by each wait, and is
+ * armed when a wait is about to sleep (idle_arm), after EP_IDLE_WAITS waits
+ * without news, or past EP_IDLE_MAX idle streams (so that a server that
+ * never sleeps polls at most that many quiet streams per wait). Not when
+ * the instance is nested (an outer poll, select or epoll sleeps on the
+ * kernel's readiness of it) or another thread sleeps in it: those need the
+ * event. Caller holds ep->lock; self: whether the caller is counted in
+ * ep->waiters. */
+#define EP_IDLE_WAITS 16
+#define EP_IDLE_MAX 64
+static int ep_lazy(struct ep *ep, unsigned self)
+{
+	return !atomic_load_explicit(&ep->nested, memory_order_relaxed) &&
+	       atomic_load(&ep->waiters) <= self;
+}
+
+/* Before a sleep: arm the idle streams and look at them once more (a
+ * completion before the arming raised no event). Returns 1 when one is
+ * ready (on the ready list then: do not sleep). Caller holds ep->lock. */
+static int idle_arm(struct ep *ep)
+{
+	struct ep_item *it, *tmp;
+	int found = 0;
+
+	DL_FOREACH_SAFE(ep->idle, it, tmp)
+	{
+		uint64_t seq;
+		uint32_t ev;
+
+		idle_del(ep, it);
+		ev = (uint16_t)tp_ready(it->c->tp, 1, &seq);
+		if (!it->disabled && item_reportable(it, ev, seq)) {
+			ready_add(ep, it);
+			found = 1;
+		}
+	}
+	return found;
+}
+
+void ep_nested(struct ep *ep)
+{
+	if (atomic_load_explicit(&ep->nested, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&ep->lock);
+	atomic_store(&ep->nested, 1);
+	idle_arm(ep);
+	bell_update(ep);
+	pthread_mutex_unlock(&ep->lock);
 }
 
 /* Like the kernel's insertion: on the ready list only if ready now (and
@@ -397,6 +482,9 @@ static struct conn *ep_lookup(int epfd, int create)
 		conn_unref(c);
 		c = NULL;
 	}
+	/* Made before we tracked it: it may have been nested unseen. */
+	if (c)
+		atomic_store(&c->ep->nested, 1);
 	return c;
 }
 
@@ -421,6 +509,8 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 	if (op == EPOLL_CTL_ADD && path == CONN_PATH_RDMA && sc->tp && tp_kernel_only(sc->tp))
 		path = CONN_PATH_TCP;
 	undecided = path == CONN_PATH_UNDECIDED && atomic_load(&sc->role) != CONN_ROLE_LISTENER;
+	if (sc->ep && op == EPOLL_CTL_ADD)
+		ep_nested(sc->ep); /* an epoll instance in another */
 	if (sc->ep || (path != CONN_PATH_RDMA && !undecided && !sc->ep_items))
 		return 1;
 	if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD && op != EPOLL_CTL_DEL)
@@ -589,53 +679,74 @@ static void convert(struct ep *ep, int epfd)
 	}
 }
 
-/* Report what is ready on the ready list, at most max events. Items that
- * stay ready (level-triggered, or no room left) stay on the ready list, the
- * ones reported marked with gen (the ep_wait call), so that a second scan in
- * the same call reports none twice. Nothing leaves the list but under
- * ep->lock: another thread may remove any item while this one sleeps.
+/* Report what is ready on the ready and the idle list, at most max events.
+ * Items that stay ready (level-triggered, or no room left) stay on the
+ * ready list, the ones reported marked with gen (the ep_wait call), so that
+ * a second scan in the same call reports none twice. The others have their
+ * CQ armed (the next completion brings them back through the kernel), or
+ * with lazy (ep_lazy) wait on the idle list. Nothing leaves the lists but
+ * under ep->lock: another thread may remove any item while this one sleeps.
  * Caller holds ep->lock. Returns the number of events written. */
-static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen)
+static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen, int lazy)
 {
-	struct ep_item *list = ep->ready, *keep = NULL, *it, *tmp;
+	struct ep_item *list = ep->ready, *idle = ep->idle, *keep = NULL, *it, *tmp;
 	int n = 0;
 
-	ep->ready = NULL;
+	ep->ready = ep->idle = NULL;
+	ep->n_idle = 0;
+	DL_CONCAT(list, idle);
 	DL_FOREACH_SAFE(list, it, tmp)
 	{
 		uint64_t seq;
-		uint32_t ev, want;
-		int report;
+		uint32_t ev;
+		int report, was_idle = it->on_idle, arm_now;
 
 		DL_DELETE(list, it);
+		it->on_idle = 0;
 		if (it->scanned == gen) {
-			DL_APPEND(keep, it); /* reported by this call already */
+			/* reported by this call already */
+			if (was_idle)
+				idle_add(ep, it);
+			else
+				DL_APPEND(keep, it);
 			continue;
 		}
 		it->on_ready = 0;
 		if (it->disabled)
 			continue;
-		ev = (uint16_t)tp_ready(it->c->tp, 1, &seq); /* RDNORM/WRNORM included */
-		want = it->events | EPOLLERR | EPOLLHUP;
-		ev &= want;
-		report = ev && (!(it->events & EPOLLET) || seq != it->seen);
-		if (!report)
-			continue; /* armed by tp_ready: the next event brings it back */
-		if (n == max) {
+		if (!was_idle)
+			it->idle_n = 0;
+		else if (it->idle_gen != gen)
+			it->idle_n++; /* counted once per ep_wait call */
+		it->idle_gen = gen;
+		arm_now = !lazy || ep->n_idle >= EP_IDLE_MAX || it->idle_n >= EP_IDLE_WAITS;
+		ev = (uint16_t)tp_ready(it->c->tp, arm_now, &seq); /* RDNORM/WRNORM included */
+		ev &= it->events | EPOLLERR | EPOLLHUP;
+		report = item_reportable(it, ev, seq);
+		if (report && n == max) {
 			DL_APPEND(keep, it); /* no room: next time */
 			it->on_ready = 1;
 			continue;
 		}
-		evs[n].events = ev;
-		evs[n++].data = it->data;
-		it->seen = seq;
-		if (it->events & EPOLLONESHOT)
-			it->disabled = 1;
-		else if (!(it->events & EPOLLET)) {
-			DL_APPEND(keep, it); /* level-triggered: look again next time */
-			it->on_ready = 1;
+		if (report) {
+			evs[n].events = ev;
+			evs[n++].data = it->data;
+			it->seen = seq;
 			it->scanned = gen;
+			if (it->events & EPOLLONESHOT) {
+				it->disabled = 1; /* EPOLL_CTL_MOD arms it (item_check) */
+				continue;
+			}
+			if (!(it->events & EPOLLET)) {
+				DL_APPEND(keep, it); /* level-triggered: look again next time */
+				it->on_ready = 1;
+				continue;
+			}
+			it->idle_n = 0;
 		}
+		/* Armed: the next completion event brings it back. */
+		if (!arm_now && !tp_armed(it->c->tp))
+			idle_add(ep, it);
 	}
 	DL_CONCAT(ep->ready, keep);
 	return n;
@@ -771,13 +882,14 @@ static int absorb(struct ep *ep, struct epoll_event *evs, int from, int k, int *
  * take for its own data (apache's event MPM crashed on one: its listener
  * thread slept in epoll_wait while a worker added a kept-alive RDMA
  * stream). Returns the events kept, -errno, or EP_PASS when the answer was
- * only our tags (the caller waits again, through the RDMA path). */
+ * only our tags (the caller waits again, through the RDMA path). The caller
+ * counted itself in ep->waiters under ep->lock (so that no other thread
+ * leaves a stream unarmed, ep_lazy, while this one may sleep on it). */
 static int pass_wait(struct ep *ep, int epfd, struct epoll_event *evs, int max, int64_t tmo_ns,
 		     const sigset_t *mask)
 {
 	int k, m, internal = 0;
 
-	atomic_fetch_add(&ep->waiters, 1);
 	k = kwait(epfd, evs, max, tmo_ns, mask);
 	int e = errno;
 	pthread_mutex_lock(&ep->lock);
@@ -813,6 +925,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 	 * closed). */
 	while (ep->kfd < 0 || ep->owner != rsock_pid()) {
 		int r, mine = ep->owner == rsock_pid();
+		atomic_fetch_add(&ep->waiters, 1);
 		pthread_mutex_unlock(&ep->lock);
 		r = pass_wait(ep, epfd, evs, max, tmo_ns, mask);
 		if (r != EP_PASS)
@@ -835,7 +948,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 
 		pthread_mutex_lock(&ep->lock);
 		convert(ep, epfd);
-		n = scan(ep, evs, max, gen);
+		n = scan(ep, evs, max, gen, ep_lazy(ep, 0));
 		if (n == max) {
 			bell_update(ep);
 			pthread_mutex_unlock(&ep->lock);
@@ -859,7 +972,17 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		}
 		if (left != 0 && spin(ep, wstart))
 			continue; /* a stream moved: report it */
+		pthread_mutex_lock(&ep->lock);
+		/* Counted before the idle streams are armed, under the lock: a
+		 * scan that leaves a stream unarmed from now on sees this
+		 * sleeper (ep_lazy) and arms it instead. */
 		atomic_fetch_add(&ep->waiters, 1);
+		if (left != 0 && ep->idle && idle_arm(ep)) {
+			waiter_leave(ep);
+			pthread_mutex_unlock(&ep->lock);
+			continue; /* one moved before its arming: report it */
+		}
+		pthread_mutex_unlock(&ep->lock);
 		k = kwait(ep->kfd, evs + n, max - n, left, mask);
 		if (k < 0) {
 			int e = errno;
@@ -874,7 +997,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		m = absorb(ep, evs, n, k, &internal);
 		/* Streams that just woke up are reported with the rest. */
 		if (internal && m < max)
-			m += scan(ep, evs + m, max - m, gen);
+			m += scan(ep, evs + m, max - m, gen, ep_lazy(ep, 1));
 		waiter_leave(ep);
 		bell_update(ep);
 		pthread_mutex_unlock(&ep->lock);

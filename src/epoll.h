@@ -53,6 +53,11 @@ void ep_destroy(struct ep *ep);
  * undecided convert their kernel registration at their next wait. */
 void ep_stream_converted(void);
 
+/* The instance ep is watched from outside (poll, select, or an outer
+ * epoll): from now on its streams' completion events are always requested
+ * (no lazy arming), since the outer wait sleeps on them. */
+void ep_nested(struct ep *ep);
+
 /* For init.c's pthread_atfork handlers: the global epoll lock is held
  * across fork(). */
 void ep_fork_lock(void);

@@ -3,6 +3,7 @@
 #include "build-config.h"
 #endif
 #include "conn.h"
+#include "epoll.h"
 #include "event.h"
 #include "fdtab.h"
 #include "transport.h"
@@ -14,6 +15,8 @@ int event_fd_is_rdma(int fd)
 
 	if (!fdtab_maybe_tracked(fd) || !(c = fdtab_get(fd)))
 		return 0;
+	if (c->ep)
+		ep_nested(c->ep); /* an epoll instance polled or selected */
 	conn_settle_maybe(c, fd);
 	rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA &&
 	       !tp_kernel_only(c->tp);
@@ -98,6 +101,8 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		 * one: until then its kernel socket holds the client's hello,
 		 * readable where TCP would have nothing (ncat --broker read
 		 * it, got EAGAIN and closed the stream). */
+		if (c && c->ep)
+			ep_nested(c->ep);
 		conn_settle_maybe(c, fds[i].fd);
 		if (c && (atomic_load(&c->path) != CONN_PATH_RDMA || tp_kernel_only(c->tp))) {
 			conn_unref(c);

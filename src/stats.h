@@ -12,6 +12,8 @@ void stats_stream(int rdma);
 void stats_fallback(enum rsock_fallback_reason why);
 void stats_registered(int64_t delta);
 void stats_handover(void);
+void stats_cq_event(void);
+void stats_cq_arm(void);
 /* Fill st completely (current version). */
 void stats_snapshot(struct rsock_stats *st);
 /* Print the counters to the log destination, whatever the log level. */

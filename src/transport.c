@@ -826,11 +826,14 @@ int tp_consume(struct tp *t)
 	if (ibv_get_cq_event(t->cc, &cq, &ctx))
 		return 0;
 	ibv_ack_cq_events(cq, 1);
+	stats_cq_event();
 	atomic_store(&t->armed, 0);
 	/* Another thread may be asleep on the channel, relying on the arming
 	 * this event used up (tp_wait_fd): arm again for it. */
-	if (atomic_load(&t->sleepers) > 0 && ibv_req_notify_cq(t->cq, 0) == 0)
+	if (atomic_load(&t->sleepers) > 0 && ibv_req_notify_cq(t->cq, 0) == 0) {
 		atomic_store(&t->armed, 1);
+		stats_cq_arm();
+	}
 	return 1;
 }
 
@@ -843,6 +846,7 @@ static int arm(struct tp *t)
 		return 0;
 	if ((rc = ibv_req_notify_cq(t->cq, 0)))
 		return rc > 0 ? -rc : errno ? -errno : -EIO;
+	stats_cq_arm();
 	atomic_store_explicit(&t->armed, 1, memory_order_relaxed);
 	return 0;
 }
@@ -1572,6 +1576,11 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 		*seq = atomic_load_explicit(&t->evseq, memory_order_relaxed);
 	pthread_mutex_unlock(&t->lock);
 	return ev;
+}
+
+int tp_armed(struct tp *t)
+{
+	return t->owner != rsock_pid() || tp_switched(t) || atomic_load(&t->armed);
 }
 
 int tp_wait_fd(struct tp *t, struct tp_waiter *w)

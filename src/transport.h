@@ -274,6 +274,10 @@ int tp_consume(struct tp *t);
  * (tp_event_fd) becomes readable on the next completion. */
 short tp_ready(struct tp *t, int do_arm, uint64_t *seq);
 
+/* Whether the next completion raises an event (the CQ is armed), or the
+ * stream needs none (another process's, or handed over to TCP). */
+int tp_armed(struct tp *t);
+
 /* A waiter saw the control connection (tcp_fd) readable: the next
  * tp_ready() looks at it. */
 static inline void tp_control_event(struct tp *t)

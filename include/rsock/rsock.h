@@ -41,7 +41,7 @@ enum rsock_fallback_reason {
 
 struct rsock_stats {
 	uint32_t size;            /* bytes filled in by the library */
-	uint32_t version;         /* 2 (1 had no handovers) */
+	uint32_t version;         /* 3 (1 had no handovers, 2 no cq_ counters) */
 	uint64_t streams_tcp;     /* streams (connected or accepted) on kernel TCP */
 	uint64_t streams_rdma;    /* streams carried by RDMA */
 	uint64_t tx_bytes_tcp, rx_bytes_tcp;
@@ -51,6 +51,9 @@ struct rsock_stats {
 	uint64_t tracked_fds;      /* descriptors in the fd table now */
 	/* version 2 */
 	uint64_t handovers;        /* RDMA streams moved to kernel TCP (exec, fork; design.md 6) */
+	/* version 3 */
+	uint64_t cq_events;        /* completion events read (each one an interrupt and a read()) */
+	uint64_t cq_arms;          /* completion events requested (ibv_req_notify_cq) */
 };
 
 /* Copy the process-wide counters into *st; size is sizeof(*st) as the caller

@@ -287,6 +287,30 @@ CONF
 	grep -oE 'streams tcp=[0-9]+ rdma=[0-9]+' srv.log | tail -n 1 | awk -F'rdma=' -v n="$n" '{ exit !($2 >= n) }'
 }
 
+# The stats line's count NAME=N of a log.
+stat_of() {
+	stats_line "$1" | grep -oE "(^| )$2=[0-9]+" | tail -n 1 | cut -d= -f2
+}
+
+@test "lazy arming: an epoll server kept busy takes no completion event per request (RSOCK_POLL_US spin)" {
+	require_cmd redis-server redis-benchmark
+	local port n=3000 events arms
+	port=$(free_port)
+	# A fixed 1 ms busy-poll: the next request comes well within it.
+	start_bg srv env $(rsock_env srv) RSOCK_POLL_US=1000 RSOCK_POLL_MAX_US=0 redis-server \
+		--port "$port" --bind "$ADDR_B" --save '' --appendonly no --protected-mode no --dir "$PWD"
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 120 env $(rsock_env bench) redis-benchmark -h "$ADDR_B" -p "$port" -t get -n "$n" \
+		-c 1 -q >bench.txt 2>&1 || { cat bench.txt >&2; false; }
+	stop_bg "$BG_PID"
+	stats_rdma srv.log 10000 rx
+	events=$(stat_of srv.log cq_events)
+	arms=$(stat_of srv.log cq_arms)
+	echo "# redis-server, $n GETs on one connection: $events completion events, $arms CQ arms" >&3
+	# Without lazy arming every request was an event (and an arm).
+	[ "$events" -lt $((n / 4)) ] && [ "$arms" -lt $((n / 4)) ]
+}
+
 @test "exec: an inetd-style server (accept, fork, exec sha256sum) serves a librsock client, on TCP" {
 	require_cmd nc
 	local port
