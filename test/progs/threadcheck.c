@@ -18,6 +18,10 @@
  *      pipe when another adds a stream with data waiting (apache's event
  *      MPM: its listener sleeps while a worker adds a kept-alive
  *      connection): the sleeper wakes with the stream's own data word.
+ *   8. two threads sleep in epoll_wait() on one instance (edge-triggered);
+ *      the one woken takes the byte and stops waiting; the next byte must
+ *      wake the other (a stream left unarmed under a sleeper, lazy arming,
+ *      hangs it).
  *
  * usage: threadcheck SERVER_ADDR CLIENT_ADDR [PORT]; output: one line per
  * observation (server's, then client's). With RSOCK_EXPECT_TRANSPORT=N every
@@ -34,6 +38,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -331,6 +336,75 @@ static void late_add(int fd)
 	sig(s2c);
 }
 
+/* 8: two threads asleep in one instance; the one woken (the kernel wakes
+ * the latest sleeper first) takes the event and stops. */
+struct share {
+	int ep, fd;
+	_Atomic unsigned bytes; /* read by either thread */
+	_Atomic int last;       /* the sleeper read the final byte */
+	_Atomic int timed_out;
+};
+
+static void share_read(struct share *k, int sleeper)
+{
+	char b[256];
+	ssize_t r;
+
+	while ((r = recv(k->fd, b, sizeof(b), MSG_DONTWAIT)) > 0) {
+		for (ssize_t i = 0; i < r; i++) {
+			if (b[i] == 'Z' && sleeper)
+				atomic_store(&k->last, 1);
+			else
+				atomic_fetch_add(&k->bytes, 1);
+		}
+	}
+}
+
+static void *share_sleep(void *arg)
+{
+	struct share *k = arg;
+	struct epoll_event ev[4];
+
+	while (!atomic_load(&k->last)) {
+		int n = epoll_wait(k->ep, ev, 4, 5000);
+		if (n == 0) {
+			k->timed_out = 1;
+			break;
+		}
+		if (n > 0)
+			share_read(k, 1);
+	}
+	return NULL;
+}
+
+static void share(int fd)
+{
+	struct share k = {.ep = epoll_create1(EPOLL_CLOEXEC), .fd = fd};
+	/* Edge-triggered: nothing stays on a ready list whose bell would
+	 * wake the sleeper anyway. */
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.fd = fd}, got[4];
+	pthread_t t;
+
+	if (epoll_ctl(k.ep, EPOLL_CTL_ADD, fd, &ev)) {
+		fprintf(stderr, "threadcheck: epoll_ctl: %s\n", strerror(errno));
+		exit(3);
+	}
+	pthread_create(&t, NULL, share_sleep, &k);
+	usleep(100000); /* the sleeper sleeps in the kernel */
+	sig(s2c);
+	/* The taker sleeps too, woken first, reads the byte and stops. */
+	if (epoll_wait(k.ep, got, 4, 3000) > 0)
+		share_read(&k, 0);
+	for (int i = 0; i < 3000 && !atomic_load(&k.bytes); i++)
+		usleep(1000); /* the sleeper took it */
+	sig(s2c); /* now the final byte, for the sleeper alone */
+	pthread_join(t, NULL);
+	say("S8 bytes %u, the sleeper woke for the last one: %d", atomic_load(&k.bytes),
+	    atomic_load(&k.last));
+	close(k.ep);
+	close(fd);
+}
+
 static void server(int lfd)
 {
 	int fd;
@@ -388,6 +462,9 @@ static void server(int lfd)
 
 	/* 7 */
 	late_add(take(lfd));
+
+	/* 8 */
+	share(take(lfd));
 }
 
 static void client(void)
@@ -444,6 +521,16 @@ static void client(void)
 	fd = dial();
 	say("C7 write %zd", write(fd, "late", 4));
 	await(s2c);
+	close(fd);
+
+	fd = dial();
+	await(s2c);
+	usleep(100000); /* the taker sleeps too */
+	{
+		ssize_t w = write(fd, "m", 1);
+		await(s2c);
+		say("C8 wrote %zd, then the last: %zd", w, write(fd, "Z", 1));
+	}
 	close(fd);
 }
 

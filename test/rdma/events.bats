@@ -252,7 +252,7 @@ CONF
 	rm -rf "$PG"
 }
 
-@test "threadcheck: full duplex from two threads, 8 threads on 8 sockets, close and shutdown under a blocked recv, epoll_wait against DEL and ADD from another thread, a sleeper when another thread adds the first stream" {
+@test "threadcheck: full duplex from two threads, 8 threads on 8 sockets, close and shutdown under a blocked recv, epoll_wait against DEL and ADD from another thread, a sleeper when another thread adds the first stream, a sleeper while another thread takes the events" {
 	differential threadcheck
 }
 
