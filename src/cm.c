@@ -15,6 +15,7 @@
 #include <semaphore.h>
 #include <stddef.h>
 #include <stdatomic.h>
+#include <sys/eventfd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -499,6 +500,8 @@ static struct rdma_event_channel *cm_ch;
 static int cm_ucm = -1; /* the beacons' connection-manager file (ucm.h) */
 static pthread_t cm_thread;
 static int cm_thread_pid; /* the process the thread runs in */
+static int cm_reap_fd = -1; /* eventfd: closed streams wait for the thread (tp_reap) */
+static _Atomic pid_t cm_reap_pid; /* the process whose thread watches cm_reap_fd */
 static struct beacon *beacons;
 static struct listener *listeners;
 static struct pending *pendings;
@@ -644,9 +647,10 @@ static int creds_stale(const char *what)
 
 static void *cm_main(void *arg)
 {
-	struct pollfd p[3] = {{.fd = cm_ch->fd, .events = POLLIN},
+	struct pollfd p[4] = {{.fd = cm_ch->fd, .events = POLLIN},
 			      {.fd = cm_ucm, .events = POLLIN},
-			      {.fd = -1, .events = POLLIN}};
+			      {.fd = -1, .events = POLLIN},
+			      {.fd = cm_reap_fd, .events = POLLIN}};
 	struct rdma_cm_event *ev;
 	struct ucm_event uev;
 
@@ -658,7 +662,7 @@ static void *cm_main(void *arg)
 	sem_post(&cm_up);
 	pthread_mutex_lock(&cm_run);
 	for (;;) {
-		int rc;
+		int rc, more;
 
 		while (p[0].fd >= 0 && rdma_get_cm_event(cm_ch, &ev) == 0)
 			on_event(ev);
@@ -681,8 +685,15 @@ static void *cm_main(void *arg)
 		if (p[2].revents)
 			ho_serve();
 		p[2].fd = ho_bell_fd();
+		/* Streams closed by the application (tp_close), one per
+		 * turn: connection events and probes come first. */
+		if (p[3].revents) {
+			uint64_t v;
+			(void)!rsock_real.read(cm_reap_fd, &v, sizeof(v));
+		}
+		more = tp_reap();
 		pthread_mutex_unlock(&cm_run);
-		rsock_real.poll(p, 3, -1);
+		rsock_real.poll(p, 4, more ? 0 : -1);
 		pthread_mutex_lock(&cm_run);
 	}
 	return NULL;
@@ -704,6 +715,11 @@ static int cm_start(void)
 	if ((cm_ucm = ucm_open()) < 0)
 		return cm_ucm;
 	cm_ucm = fdtab_own_move(cm_ucm);
+	/* (without it, tp_close tears its streams down itself; in a forked
+	 * child the inherited one is the parent's thread's) */
+	if (cm_reap_fd >= 0)
+		fdtab_close_own(cm_reap_fd);
+	cm_reap_fd = fdtab_own_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	sem_init(&cm_up, 0, 0);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
@@ -720,6 +736,8 @@ static int cm_start(void)
 		;
 	pthread_detach(cm_thread);
 	cm_thread_pid = rsock_pid();
+	if (cm_reap_fd >= 0)
+		atomic_store(&cm_reap_pid, cm_thread_pid);
 	return 0;
 }
 
@@ -1576,7 +1594,14 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 			goto unlist;
 		r = rsock_real.recv(fd, c, sizeof(c), MSG_PEEK | MSG_DONTWAIT);
 		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-			goto unlist;
+			/* The client ended its side. Once we accepted its
+			 * request it may have been connected, have written
+			 * and closed before the cm thread saw ESTABLISHED
+			 * here: what it sent is in our ring, so the outcome
+			 * of the connection decides (bounded by the deadline). */
+			if (st != PEND_ACCEPTING || left_ms(deadline) == 0)
+				goto unlist;
+			continue;
 		}
 		if (r == CM_CANCEL_LEN && is_cancel(c)) {
 			ctl_consume(fd, CM_CANCEL_LEN);
@@ -1615,6 +1640,18 @@ nak:
 		tp_close(p.tp, 1);
 	send_nak(fd, why, deadline);
 	return why;
+}
+
+int cm_reap_ready(void)
+{
+	return atomic_load_explicit(&cm_reap_pid, memory_order_acquire) == rsock_pid();
+}
+
+void cm_reap_ring(void)
+{
+	uint64_t one = 1;
+
+	(void)!rsock_real.write(cm_reap_fd, &one, sizeof(one));
 }
 
 void cm_fork_quiesce(void)

@@ -96,6 +96,7 @@ static void fork_child(void)
 	log_fork_unlock();
 	fdtab_fork_child();
 	tp_bell_fork_child(); /* closes one of our descriptors: fdtab's lock */
+	tp_reap_fork_child(); /* the same */
 	tp_fork_unlock();
 	ho_fork_unlock();
 	cm_fork_unlock();

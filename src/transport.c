@@ -35,6 +35,7 @@ _Atomic int tp_creds_stale;
 
 static int arm(struct tp *t);
 static int creds_lost(struct tp *t);
+static int reap_one(void);
 
 static void mem_free(struct tp *t)
 {
@@ -215,7 +216,11 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 		goto fail;
 	}
 	t->mem_len = (size_t)rx_size + tx_size;
-	if (set_take(t, ctx, rx_size, t->mem_len)) {
+	/* A closed stream the cm thread has not torn down yet holds rings
+	 * the cache would have: tear one down here rather than register new
+	 * ones (about twice the work). */
+	if (set_take(t, ctx, rx_size, t->mem_len) ||
+	    (reap_one() && set_take(t, ctx, rx_size, t->mem_len))) {
 		if (ring_init(&t->rx, t->mem, rx_size) ||
 		    ring_init(&t->tx, (uint8_t *)t->mem + rx_size, tx_size)) {
 			rc = -EINVAL; /* (they were valid when cached) */
@@ -1703,6 +1708,83 @@ int tp_shutdown_wr(struct tp *t)
 	return rc == -EPIPE ? 0 : rc;
 }
 
+/* ---- closed streams, torn down by the cm thread -------------------------- */
+
+static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tp *reap_list;
+static void teardown(struct tp *t, const char *when);
+static struct tp *reap_pop(void);
+
+/* Tear down one stream tp_close left to the cm thread, here: 1 if there
+ * was one. */
+static int reap_one(void)
+{
+	struct tp *t = tp_settings.ring_cache ? reap_pop() : NULL;
+
+	if (!t)
+		return 0;
+	teardown(t, "for a new stream's rings");
+	return 1;
+}
+
+/* Leave t to the cm thread, if this process has one: 1 if taken. */
+static int reap_defer(struct tp *t)
+{
+	int first;
+
+	if (!cm_reap_ready())
+		return 0;
+	pthread_mutex_lock(&reap_lock);
+	first = !reap_list; /* else the thread has been told and not yet emptied it */
+	t->reap_next = reap_list;
+	reap_list = t;
+	pthread_mutex_unlock(&reap_lock);
+	if (first)
+		cm_reap_ring();
+	return 1;
+}
+
+/* One stream off the list, or NULL. */
+static struct tp *reap_pop(void)
+{
+	struct tp *t;
+
+	pthread_mutex_lock(&reap_lock);
+	if ((t = reap_list))
+		reap_list = t->reap_next;
+	pthread_mutex_unlock(&reap_lock);
+	return t;
+}
+
+int tp_reap(void)
+{
+	struct tp *t = reap_pop();
+	int more;
+
+	if (!t)
+		return 0;
+	teardown(t, "by the cm thread");
+	pthread_mutex_lock(&reap_lock);
+	more = reap_list != NULL;
+	pthread_mutex_unlock(&reap_lock);
+	return more;
+}
+
+void tp_reap_fork_child(void)
+{
+	struct tp *t = reap_list;
+
+	reap_list = NULL;
+	while (t) {
+		struct tp *next = t->reap_next;
+		ho_pre_free(t->pre);
+		fdtab_close_own(t->tcp_fd);
+		mem_free(t);
+		free(t);
+		t = next;
+	}
+}
+
 void tp_close(struct tp *t, int abort)
 {
 	struct timespec start, now;
@@ -1777,8 +1859,23 @@ void tp_close(struct tp *t, int abort)
 			wait_event(t);
 		}
 	}
+	t->close_abort = abort;
 	pthread_mutex_unlock(&t->lock);
+	/* What the peer must see (data, FIN or RESET) has reached it; the
+	 * rest is local work, left to the cm thread as TCP leaves a closed
+	 * socket to the kernel. */
+	if (t->up && reap_defer(t))
+		return;
+	teardown(t, "at close");
+}
 
+/* The end of tp_close: the verbs objects, the rings (to the cache), the
+ * control connection. Caller holds nothing; t is nobody else's. */
+static void teardown(struct tp *t, const char *when)
+{
+	int abort = t->close_abort;
+
+	log_debug("fd %d: %s stream torn down %s", t->tcp_fd, t->up ? "closed" : "unused", when);
 	if (t->id)
 		rdma_disconnect(t->id);
 	qp_destroy(t);
@@ -1812,9 +1909,11 @@ void tp_close(struct tp *t, int abort)
 void tp_fork_lock(void)
 {
 	pthread_mutex_lock(&set_lock);
+	pthread_mutex_lock(&reap_lock);
 }
 
 void tp_fork_unlock(void)
 {
+	pthread_mutex_unlock(&reap_lock);
 	pthread_mutex_unlock(&set_lock);
 }

@@ -83,6 +83,8 @@ struct tp_waiter {
 
 struct tp {
 	pthread_mutex_t lock;
+	struct tp *reap_next;        /* on the list of closed streams to tear down */
+	int close_abort;             /* tp_close's verdict, for the teardown */
 	struct rdma_cm_id *id;       /* owns the QP; NULL until connected */
 	struct rdma_event_channel *ch; /* the id's private channel (client side, until
 	                                  it is up: then the process's), or NULL */
@@ -303,8 +305,20 @@ int tp_shutdown_rd(struct tp *t, int fd);
 int tp_shutdown_wr(struct tp *t);
 
 /* Last descriptor closed. abort: unread data -> RESET instead of FIN. Waits
- * (bounded) for posted writes to complete, then destroys everything. */
+ * (bounded) for posted writes to complete, then destroys everything: a
+ * stream that was up has that done by the cm thread (tp_reap), when this
+ * process has one, so that close() does not wait for the verbs objects'
+ * destruction (about a millisecond in the guest). */
 void tp_close(struct tp *t, int abort);
+
+/* The cm thread: tear down one of the streams tp_close left to it (one at
+ * a time, so that its other work waits at most one teardown). Returns 1
+ * when more wait. */
+int tp_reap(void);
+
+/* In a forked child: the parent's closed streams awaiting teardown are the
+ * parent's; drop our copies (and our copies of their descriptors). */
+void tp_reap_fork_child(void);
 
 /* For init.c's pthread_atfork handlers: the ring cache's lock is held
  * across fork(). */

@@ -671,7 +671,7 @@ print(what, round(time.monotonic() - t, 2))
 	grep -Eq '^conn 2: (eof|error ECONNRESET) after 4 bytes$' "$BATS_TEST_TMPDIR/srv.out"
 }
 
-@test "short connections reuse registered rings (RSOCK_RING_CACHE): 12 sequential HTTP fetches, byte-exact" {
+@test "short connections reuse registered rings (RSOCK_RING_CACHE), torn down off the closing thread: 12 sequential HTTP fetches, byte-exact" {
 	# Each fetch is a new stream; from the second on, both ends take the
 	# rings (memory, registration, protection domain, completion channel
 	# and CQ) a closed stream left.
@@ -709,6 +709,13 @@ for i in range(int(sys.argv[4])):
 	# and the completion channel and CQ that came with them
 	[ "$(grep -c 'bytes reused, with their CQ' cli.log)" -ge 10 ]
 	[ "$(grep -c 'bytes reused, with their CQ' srv.log)" -ge 10 ]
+	# Closed streams were torn down off the closing thread: by the cm
+	# thread, or by the next stream, which took their rings.
+	local l
+	for l in cli.log srv.log; do
+		[ "$(grep -c 'closed stream torn down at close' "$l")" -eq 0 ]
+		[ "$(grep -cE 'closed stream torn down (by the cm thread|for a new stream)' "$l")" -ge 11 ]
+	done
 	# RSOCK_RING_CACHE=0: every stream registers its own
 	rm -f got*
 	fetch_all cli0.log 3 RSOCK_RING_CACHE=0
