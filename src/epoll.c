@@ -288,9 +288,10 @@ void ep_nested(struct ep *ep)
  * completion events requested, for when it is not). Caller holds ep->lock. */
 static void item_check(struct ep *ep, struct ep_item *it)
 {
-	uint32_t ev = (uint16_t)tp_ready(it->c->tp, 1, NULL);
+	uint64_t seq;
+	uint32_t ev = (uint16_t)tp_ready(it->c->tp, 1, &seq);
 
-	if (ev & (it->events | EPOLLERR | EPOLLHUP))
+	if (item_reportable(it, ev, seq)) /* (it->seen is UINT64_MAX here) */
 		ready_add(ep, it);
 }
 

@@ -1713,13 +1713,13 @@ int tp_shutdown_wr(struct tp *t)
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tp *reap_list;
 static void teardown(struct tp *t, const char *when);
-static struct tp *reap_pop(void);
+static struct tp *reap_pop(int *more);
 
 /* Tear down one stream tp_close left to the cm thread, here: 1 if there
  * was one. */
 static int reap_one(void)
 {
-	struct tp *t = tp_settings.ring_cache ? reap_pop() : NULL;
+	struct tp *t = tp_settings.ring_cache ? reap_pop(NULL) : NULL;
 
 	if (!t)
 		return 0;
@@ -1744,30 +1744,39 @@ static int reap_defer(struct tp *t)
 	return 1;
 }
 
-/* One stream off the list, or NULL. */
-static struct tp *reap_pop(void)
+/* One stream off the list, or NULL; *more (if given): whether others wait. */
+static struct tp *reap_pop(int *more)
 {
 	struct tp *t;
 
 	pthread_mutex_lock(&reap_lock);
 	if ((t = reap_list))
 		reap_list = t->reap_next;
+	if (more)
+		*more = reap_list != NULL;
 	pthread_mutex_unlock(&reap_lock);
 	return t;
 }
 
 int tp_reap(void)
 {
-	struct tp *t = reap_pop();
 	int more;
+	struct tp *t = reap_pop(&more);
 
-	if (!t)
-		return 0;
-	teardown(t, "by the cm thread");
-	pthread_mutex_lock(&reap_lock);
-	more = reap_list != NULL;
-	pthread_mutex_unlock(&reap_lock);
+	if (t)
+		teardown(t, "by the cm thread");
 	return more;
+}
+
+/* Drop a copy of a stream whose verbs objects are another process's (a
+ * forked child's inheritance): our descriptors and memory only. */
+static void copy_drop(struct tp *t)
+{
+	if (tp_switched(t))
+		ho_pre_free(t->pre);
+	fdtab_close_own(t->tcp_fd);
+	mem_free(t);
+	free(t);
 }
 
 void tp_reap_fork_child(void)
@@ -1777,10 +1786,7 @@ void tp_reap_fork_child(void)
 	reap_list = NULL;
 	while (t) {
 		struct tp *next = t->reap_next;
-		ho_pre_free(t->pre);
-		fdtab_close_own(t->tcp_fd);
-		mem_free(t);
-		free(t);
+		copy_drop(t);
 		t = next;
 	}
 }
@@ -1795,11 +1801,7 @@ void tp_close(struct tp *t, int abort)
 		/* An inherited copy in a forked child: the verbs objects belong
 		 * to the parent (the device file is shared), so touching them
 		 * here would tear the parent's stream down. Drop our copy only. */
-		if (tp_switched(t))
-			ho_pre_free(t->pre);
-		fdtab_close_own(t->tcp_fd);
-		mem_free(t);
-		free(t);
+		copy_drop(t);
 		return;
 	}
 	/* A child forked since the stream came up may still hold the socket:
