@@ -2,7 +2,8 @@
  * edge-triggered, EPOLLONESHOT, EPOLLRDHUP, EPOLLOUT after a full send
  * buffer, nested instances, poll and select on an epoll descriptor, plain
  * descriptors mixed in, a registration made before connect(), dup and close
- * while registered, close from another thread), for the differential test:
+ * while registered, close from another thread, an instance waited on and
+ * then polled from outside), for the differential test:
  * run once over kernel TCP and once under librsock (RDMA); the outputs must
  * be identical.
  *
@@ -476,6 +477,29 @@ static void server(int lfd)
 		close(q[0]);
 		close(q[1]);
 	}
+
+	/* 15: an instance the application first waits on itself, then polls
+	 * from outside: a byte that comes while poll() sleeps wakes it (the
+	 * library left the stream unarmed after the epoll_wait, lazy arming,
+	 * and must arm it once the instance is nested). */
+	fd = take(lfd);
+	ep = epoll_create1(0);
+	add(ep, fd, EPOLLIN, 15);
+	sig(s2c);
+	say("S15 first: %s", ew(ep, 5000));
+	say("S15 drain %zd", drain(fd));
+	say("S15 drained: %s", ew(ep, 0));
+	sig(s2c);
+	{
+		struct pollfd p = {.fd = ep, .events = POLLIN};
+		int rc = poll(&p, 1, 3000);
+		say("S15 poll %d revents %s", rc, mask((uint16_t)p.revents));
+	}
+	say("S15 then: %s", ew(ep, 0));
+	say("S15 drain %zd", drain(fd));
+	sig(s2c);
+	close(fd);
+	close(ep);
 }
 
 /* ---- client ---- */
@@ -622,6 +646,16 @@ static void client(void)
 	fd = dial();
 	await(s2c);
 	say("C14 read %zd", read_full(fd, b, 3));
+	close(fd);
+
+	/* 15 */
+	fd = dial();
+	await(s2c);
+	say("C15 write %zd", write(fd, "one", 3));
+	await(s2c);
+	usleep(200000); /* the server sleeps in poll() on its instance */
+	say("C15 write %zd", write(fd, "two", 3));
+	await(s2c);
 	close(fd);
 }
 
