@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -758,13 +759,45 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void wait_event(struct tp *t)
+/* The deadline a blocking call on t keeps: the socket's SO_RCVTIMEO or
+ * SO_SNDTIMEO (opt), which the application set on its descriptor, the same
+ * kernel socket as t->tcp_fd. 0: none (wait for ever). Read when a call is
+ * about to wait, never on the fast path. */
+static int64_t timeo_deadline(struct tp *t, int opt)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, opt, &tv, &len) || len != sizeof(tv) ||
+	    (tv.tv_sec <= 0 && tv.tv_usec <= 0))
+		return 0;
+	return mono_ns() + (int64_t)tv.tv_sec * 1000000000 + (int64_t)tv.tv_usec * 1000;
+}
+
+/* Whether a blocking call with this deadline (0: none) has run out of time. */
+static int timed_out(int64_t deadline)
+{
+	return deadline && mono_ns() >= deadline;
+}
+
+/* deadline: CLOCK_MONOTONIC nanoseconds after which the caller gives up (0:
+ * none); the wait returns by then. */
+static void wait_event(struct tp *t, int64_t deadline)
 {
 	struct pollfd p[3];
 	struct tp_waiter w;
-	int rc;
+	int rc, ms = 1000;
 	int64_t start = mono_ns();
 	int64_t budget = tp_spin_budget_ns(atomic_load_explicit(&t->wait_avg_ns, memory_order_relaxed));
+
+	if (deadline) {
+		if (start >= deadline)
+			return;
+		if (budget > deadline - start)
+			budget = deadline - start;
+		if (deadline - start < 1000000000)
+			ms = (int)((deadline - start + 999999) / 1000000);
+	}
 
 	/* Bounded busy-poll first (adaptive, RSOCK_POLL_US .. RSOCK_POLL_MAX_US):
 	 * a completion that arrives within it costs no sleep and no wake-up.
@@ -803,7 +836,7 @@ static void wait_event(struct tp *t)
 	p[2].fd = w.fd; /* -1: ignored */
 	p[2].events = POLLIN;
 	pthread_mutex_unlock(&t->lock);
-	rsock_real.poll(p, 3, 1000);
+	rsock_real.poll(p, 3, ms);
 	atomic_fetch_sub(&t->sleepers, 1);
 	pthread_mutex_lock(&t->lock);
 	waitq_del(t, &w);
@@ -1348,6 +1381,8 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 {
 	size_t want = iov_total(iov, iovcnt), done = 0;
 	ssize_t r = 0;
+	int64_t deadline = 0;
+	int deadline_set = 0;
 
 	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
 		return sw_enter(t) ? -EIO : -ESHUTDOWN; /* the kernel socket sends */
@@ -1389,7 +1424,14 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		if (!n) {
 			if (nonblock)
 				break;
-			wait_event(t);
+			/* SO_SNDTIMEO: what was sent, else EAGAIN, as TCP */
+			if (!deadline_set) {
+				deadline = timeo_deadline(t, SO_SNDTIMEO);
+				deadline_set = 1;
+			}
+			if (timed_out(deadline))
+				break;
+			wait_event(t, deadline);
 			continue;
 		}
 		if (n <= t->max_inline) {
@@ -1460,6 +1502,8 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 {
 	size_t want = iov_total(iov, iovcnt), done = 0;
 	ssize_t r = 0;
+	int64_t deadline = 0;
+	int deadline_set = 0;
 
 	if (!want)
 		return 0;
@@ -1510,7 +1554,16 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			r = -EAGAIN;
 			break;
 		}
-		wait_event(t);
+		/* SO_RCVTIMEO: what MSG_WAITALL got, else EAGAIN, as TCP */
+		if (!deadline_set) {
+			deadline = timeo_deadline(t, SO_RCVTIMEO);
+			deadline_set = 1;
+		}
+		if (timed_out(deadline)) {
+			r = -EAGAIN;
+			break;
+		}
+		wait_event(t, deadline);
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (done)
@@ -1667,7 +1720,7 @@ static int post_ctl(struct tp *t, enum proto_imm_type type)
 	for (int i = 0; i < 100 && t->sq_busy >= TP_SQ_DEPTH && !t->err; i++) {
 		progress(t);
 		if (t->sq_busy >= TP_SQ_DEPTH)
-			wait_event(t);
+			wait_event(t, 0);
 	}
 	if (t->err)
 		return t->err;
@@ -1858,7 +1911,7 @@ void tp_close(struct tp *t, int abort)
 			clock_gettime(CLOCK_MONOTONIC, &now);
 			if (now.tv_sec - start.tv_sec >= 2)
 				break;
-			wait_event(t);
+			wait_event(t, 0);
 		}
 	}
 	t->close_abort = abort;

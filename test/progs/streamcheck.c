@@ -274,6 +274,62 @@ static void server(int lfd)
 		close(pp[1]);
 	}
 	close(fd);
+
+	/* 12: SO_RCVTIMEO and SO_SNDTIMEO on blocking calls: an empty read
+	 * times out with EAGAIN, MSG_WAITALL returns what it got, a send to a
+	 * peer that does not read returns what it could send, then EAGAIN */
+	fd = take(lfd);
+	{
+		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000}, got = {0, 0};
+		socklen_t gl = sizeof(got);
+		say("S timeo set %d %d", setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)),
+		    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
+		getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &got, &gl);
+		say("S timeo get %ld.%06ld", (long)got.tv_sec, (long)got.tv_usec);
+		t0 = now();
+		r = recv(fd, b, sizeof(b), 0);
+		say("S timeo empty recv %zd %s waited %d", r, en(r < 0 ? errno : 0),
+		    now() - t0 > 0.15 && now() - t0 < 1.5);
+		t0 = now();
+		r = read(fd, b, 1);
+		say("S timeo empty read %zd %s waited %d", r, en(r < 0 ? errno : 0),
+		    now() - t0 > 0.15 && now() - t0 < 1.5);
+		sig(s2c);
+		t0 = now();
+		r = recv(fd, b, 10, MSG_WAITALL);
+		say("S timeo waitall %zd '%.*s' waited %d", r, (int)(r > 0 ? r : 0), b,
+		    now() - t0 > 0.15 && now() - t0 < 1.5);
+		/* the client reads nothing until told: fill both sides' buffers */
+		size_t big = 64u << 20;
+		uint8_t *buf = malloc(big);
+		fill(buf, big, 12);
+		t0 = now();
+		r = send(fd, buf, big, MSG_NOSIGNAL);
+		say("S timeo send partial %d waited %d", r > 0 && (size_t)r < big,
+		    now() - t0 > 0.15 && now() - t0 < 5);
+		size_t sent = r > 0 ? (size_t)r : 0;
+		uint32_t h = fnv(2166136261u, buf, sent);
+		/* more sends, until one sends nothing (the kernel may still
+		 * grow its receive window for a while) */
+		for (int i = 0; i < 40; i++) {
+			t0 = now();
+			r = send(fd, buf + sent, big - sent, MSG_NOSIGNAL);
+			if (r <= 0)
+				break;
+			h = fnv(h, buf + sent, (size_t)r);
+			sent += (size_t)r;
+		}
+		say("S timeo send full %zd %s waited %d", r, en(r < 0 ? errno : 0),
+		    now() - t0 > 0.15 && now() - t0 < 1.5);
+		/* the count and hash go to the client through the pipe: it
+		 * reads the stream to its end and says whether they match */
+		struct { uint64_t n; uint32_t h; } rec = {sent, h};
+		if (write(s2c[1], &rec, sizeof(rec)) != (ssize_t)sizeof(rec))
+			abort();
+		shutdown(fd, SHUT_WR);
+		free(buf);
+	}
+	close(fd);
 }
 
 /* ---- client side ---- */
@@ -426,6 +482,26 @@ static void client(void)
 		say("C splice back %zu same %d tail '%.4s' end %zd", n,
 		    n >= sizeof(sent_b) && !memcmp(sent_b, back, sizeof(sent_b)),
 		    n == sizeof(sent_b) + 4 ? (char *)back + sizeof(sent_b) : "", r);
+	}
+	close(fd);
+
+	/* 12 */
+	fd = dial();
+	await(s2c);
+	say("C timeo send %zd", send(fd, "abc", 3, 0));
+	{
+		struct { uint64_t n; uint32_t h; } rec;
+		uint8_t *buf = malloc(1 << 20);
+		uint64_t n = 0;
+		uint32_t h = 2166136261u;
+		if (read(s2c[0], &rec, sizeof(rec)) != (ssize_t)sizeof(rec))
+			abort();
+		while ((r = read(fd, buf, 1 << 20)) > 0) {
+			h = fnv(h, buf, (size_t)r);
+			n += (uint64_t)r;
+		}
+		say("C timeo received all %d end %zd", n == rec.n && h == rec.h, r);
+		free(buf);
 	}
 	close(fd);
 }
