@@ -69,7 +69,7 @@ for path in tcp rsocket librsock; do
 		continue
 	fi
 	PP[$path]=$(for _ in $(seq "$RUNS"); do run_one "$pre" pingpong 64 "$PP_COUNT"; done | grep -v failed | median)
-	ST[$path]=$(for _ in $(seq "$RUNS"); do run_one "$pre" stream 65536 $((STREAM_MB * 1000000)); done | grep -v failed | median)
+	ST[$path]=$(for _ in $(seq "$RUNS"); do run_one "$pre" stream 65536 $((STREAM_MB * 1000000)); done | grep -v failed | median | awk '{ print $1 }')
 	echo "bench: $path: ping-pong ${PP[$path]} us, stream ${ST[$path]} MB/s" >&2
 done
 

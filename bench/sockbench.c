@@ -8,7 +8,9 @@
  *                                                prints "p50_us p99_us p999_us"
  *   sockbench stream ADDR PORT SRC SIZE BYTES    send BYTES in SIZE-byte writes,
  *                                                wait for the server's 1-byte ack:
- *                                                prints "MB/s"
+ *                                                prints "MB/s start_us end_us" (the
+ *                                                monotonic clock, so that parallel
+ *                                                streams give one aggregate)
  *   sockbench connect ADDR PORT SRC 1 COUNT      COUNT connections one after the
  *                                                other, each until its first byte
  *                                                came back: prints "p50_us conns/s
@@ -300,7 +302,8 @@ int main(int argc, char **argv)
 		for (uint64_t sent = 0; sent < n; sent += size)
 			full(fd, buf, n - sent < size ? n - sent : size, 0);
 		full(fd, buf, 1, 1);
-		printf("%.1f\n", n / (now_us() - t));
+		double end = now_us();
+		printf("%.1f %.0f %.0f\n", n / (end - t), t, end);
 	}
 	close(fd);
 	return 0;
