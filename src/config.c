@@ -125,6 +125,7 @@ int config_load(struct rsock_config *cfg)
 	config_env_ulong("RSOCK_POLL_US", 0, 10000, &tp_settings.poll_us);
 	config_env_ulong("RSOCK_POLL_MAX_US", 0, 100000, &tp_settings.poll_max_us);
 	config_env_ulong("RSOCK_RING_CACHE", 0, 1024, &tp_settings.ring_cache);
+	config_env_ulong("RSOCK_ZCOPY_KB", 0, 1024 * 1024, &tp_settings.zcopy_kb);
 	/* The ring size must be a power of two: round down. */
 	while (cm_settings.ring_kb & (cm_settings.ring_kb - 1))
 		cm_settings.ring_kb &= cm_settings.ring_kb - 1;

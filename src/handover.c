@@ -121,14 +121,17 @@ size_t ho_pre_left(const struct ho_pre *p)
 }
 
 size_t ho_pre_read(struct ho_pre *p, const struct iovec *iov, int iovcnt, size_t skip, size_t max,
-		   int peek)
+		   int flags)
 {
 	uint64_t h = atomic_load_explicit(&p->shm->head, memory_order_acquire);
+	int peek = !!(flags & MSG_PEEK);
 
 	for (;;) {
 		size_t n = p->shm->len - h, done = 0, sk = skip;
 		if (n > max)
 			n = max;
+		if (flags & MSG_TRUNC)
+			done = n;
 		for (int i = 0; i < iovcnt && done < n; i++) {
 			size_t l;
 			if (sk >= iov[i].iov_len) {

@@ -37,9 +37,10 @@ int ho_pre_open(int memfd, struct ho_pre **out);
 /* Bytes not yet read. */
 size_t ho_pre_left(const struct ho_pre *p);
 /* Copy up to max bytes into iov (from byte `skip` of iov); consume them unless
- * peek. Returns the count. Safe between threads and processes. */
+ * flags has MSG_PEEK; with MSG_TRUNC copy nothing (TCP's discard). Returns
+ * the count. Safe between threads and processes. */
 size_t ho_pre_read(struct ho_pre *p, const struct iovec *iov, int iovcnt, size_t skip, size_t max,
-		   int peek);
+		   int flags);
 /* The prefix's memfd (another process may open it through /proc). */
 int ho_pre_fd(const struct ho_pre *p);
 void ho_pre_free(struct ho_pre *p);

@@ -16,7 +16,13 @@ static struct {
 	_Atomic int64_t registered;
 	_Atomic uint64_t handovers;
 	_Atomic uint64_t cq_events, cq_arms;
+	_Atomic uint64_t zcopy;
 } st_;
+
+void stats_zcopy(uint64_t n)
+{
+	atomic_fetch_add_explicit(&st_.zcopy, n, memory_order_relaxed);
+}
 
 void stats_cq_event(void)
 {
@@ -58,7 +64,7 @@ void stats_snapshot(struct rsock_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->size = sizeof(*st);
-	st->version = 3;
+	st->version = 4;
 	st->streams_tcp = atomic_load_explicit(&st_.streams[0], memory_order_relaxed);
 	st->streams_rdma = atomic_load_explicit(&st_.streams[1], memory_order_relaxed);
 	st->tx_bytes_tcp = atomic_load_explicit(&st_.bytes[0][1], memory_order_relaxed);
@@ -73,6 +79,7 @@ void stats_snapshot(struct rsock_stats *st)
 	st->handovers = atomic_load_explicit(&st_.handovers, memory_order_relaxed);
 	st->cq_events = atomic_load_explicit(&st_.cq_events, memory_order_relaxed);
 	st->cq_arms = atomic_load_explicit(&st_.cq_arms, memory_order_relaxed);
+	st->zcopy_bytes = atomic_load_explicit(&st_.zcopy, memory_order_relaxed);
 }
 
 void stats_print(void)
@@ -83,7 +90,8 @@ void stats_print(void)
 	log_emit(LOG_INFO,
 		 "stats: streams tcp=%llu rdma=%llu bytes tcp tx=%llu rx=%llu rdma tx=%llu rx=%llu "
 		 "fallbacks rules=%llu no_device=%llu peer=%llu resources=%llu protocol=%llu "
-		 "not_implemented=%llu registered=%llu handovers=%llu cq_events=%llu cq_arms=%llu",
+		 "not_implemented=%llu registered=%llu handovers=%llu cq_events=%llu cq_arms=%llu "
+		 "zcopy=%llu",
 		 (unsigned long long)s.streams_tcp, (unsigned long long)s.streams_rdma,
 		 (unsigned long long)s.tx_bytes_tcp, (unsigned long long)s.rx_bytes_tcp,
 		 (unsigned long long)s.tx_bytes_rdma, (unsigned long long)s.rx_bytes_rdma,
@@ -94,5 +102,6 @@ void stats_print(void)
 		 (unsigned long long)s.fallbacks[RSOCK_FB_PROTOCOL],
 		 (unsigned long long)s.fallbacks[RSOCK_FB_NOT_IMPLEMENTED],
 		 (unsigned long long)s.registered_bytes, (unsigned long long)s.handovers,
-		 (unsigned long long)s.cq_events, (unsigned long long)s.cq_arms);
+		 (unsigned long long)s.cq_events, (unsigned long long)s.cq_arms,
+		 (unsigned long long)s.zcopy_bytes);
 }

@@ -14,6 +14,7 @@ void stats_registered(int64_t delta);
 void stats_handover(void);
 void stats_cq_event(void);
 void stats_cq_arm(void);
+void stats_zcopy(uint64_t n);
 /* Fill st completely (current version). */
 void stats_snapshot(struct rsock_stats *st);
 /* Print the counters to the log destination, whatever the log level. */

@@ -30,7 +30,8 @@
 #define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
 #define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
 
-struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500, .ring_cache = 8};
+struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500, .ring_cache = 8,
+				  .zcopy_kb = 256};
 
 _Atomic int tp_creds_stale;
 
@@ -491,11 +492,15 @@ void tp_conn_param(struct rdma_conn_param *p, const void *priv, uint8_t priv_len
 }
 
 /* Post one RDMA WRITE WITH IMMEDIATE. sge may be NULL (zero bytes). */
+#define PW_INLINE 1 /* post_write: the data goes in the WR */
+#define PW_SIGNAL 2 /* post_write: signalled whatever the count */
+
 static int post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32_t imm,
-		      int inl)
+		      int pw)
 {
 	struct ibv_send_wr wr, *bad;
-	int signal = ++t->sq_posted >= TP_SIGNAL_EVERY || !sge ||
+	int inl = pw & PW_INLINE;
+	int signal = ++t->sq_posted >= TP_SIGNAL_EVERY || !sge || (pw & PW_SIGNAL) ||
 		     ring_free(&t->tx) < t->tx.size / 2;
 	int rc;
 
@@ -954,7 +959,7 @@ static size_t iov_total(const struct iovec *iov, int iovcnt)
 }
 
 /* Bytes that may be sent now as one message. Caller holds the lock. */
-static uint32_t send_room(struct tp *t, size_t want)
+static uint32_t send_room(struct tp *t, size_t want, int zc)
 {
 	uint64_t room = ring_remote_space(&t->peer);
 	uint32_t mask = t->peer.size - 1;
@@ -968,7 +973,7 @@ static uint32_t send_room(struct tp *t, size_t want)
 		room = TP_MAX_CHUNK;
 	if (room > want)
 		room = want;
-	if (room > t->max_inline) {
+	if (room > t->max_inline && !zc) {
 		/* A staged message: it needs contiguous room in the send ring.
 		 * Less than TP_MIN_STAGE there (or than the message) is not
 		 * worth a work request: skip the ring's end if the start has
@@ -1331,7 +1336,7 @@ static ssize_t sw_recv(struct tp *t, const struct iovec *iov, int iovcnt, size_t
 	ssize_t r;
 
 	if (ho_pre_left(t->pre)) {
-		n = ho_pre_read(t->pre, iov, iovcnt, skip, want, flags & MSG_PEEK);
+		n = ho_pre_read(t->pre, iov, iovcnt, skip, want, flags);
 		if (n && (n == want || !(flags & MSG_WAITALL) || (flags & MSG_PEEK)))
 			return (ssize_t)n;
 	}
@@ -1361,8 +1366,8 @@ static size_t sw_send_rest(struct tp *t, const struct iovec *iov, int iovcnt, si
 
 static short sw_ready(struct tp *t, uint64_t *seq)
 {
-	struct pollfd p = {.fd = t->tcp_fd,
-			   .events = POLLIN | POLLOUT | POLLRDHUP | POLLRDNORM | POLLWRNORM};
+	struct pollfd p = {.fd = t->tcp_fd, /* POLLPRI: urgent data came after the switch */
+			   .events = POLLIN | POLLOUT | POLLRDHUP | POLLRDNORM | POLLWRNORM | POLLPRI};
 	short ev;
 
 	rsock_real.poll(&p, 1, 0);
@@ -1377,12 +1382,109 @@ static short sw_ready(struct tp *t, uint64_t *seq)
 	return ev;
 }
 
+/* ---- sends without the copy (doc/design.md section 9) ---------------------- */
+
+/* A span of the application's buffer registered for one blocking send:
+ * bytes [off, end) of the call's iov, at base. */
+struct zc_span {
+	struct ibv_mr *mr;
+	const uint8_t *base;
+	size_t off, end;
+	uint64_t seq; /* sq_seq of its last WR (signalled), 0 until posted */
+};
+
+#define ZC_MAX_SPAN (16u << 20) /* at most this much pinned at once */
+
+/* Whether this process may register application memory: only where the
+ * kernel keeps pinned pages across fork (rdma-core's IBV_FORK_UNNEEDED);
+ * elsewhere rdma-core's fork support would mark the application's pages
+ * MADV_DONTFORK. */
+static int zc_allowed(void)
+{
+	static _Atomic int v = -1;
+	int a = atomic_load_explicit(&v, memory_order_relaxed);
+
+	if (a < 0) {
+		a = ibv_is_fork_initialized() == IBV_FORK_UNNEEDED;
+		atomic_store_explicit(&v, a, memory_order_relaxed);
+		if (!a)
+			log_debug("sends copy always: this kernel does not keep pinned pages across fork");
+	}
+	return a;
+}
+
+/* Register the rest of the iov element at byte `done` of the call, when it
+ * is at least RSOCK_ZCOPY_KB long, leaving the call's last TP_MAX_CHUNK
+ * bytes to the copy: while they are copied and posted the span's writes
+ * complete, which the call waits for before it returns (zc_end). */
+static void zc_begin(struct tp *t, struct zc_span *zc, const struct iovec *iov, int iovcnt,
+		     size_t done, size_t want)
+{
+	size_t skip = done, len, min = (size_t)tp_settings.zcopy_kb * 1024;
+
+	zc->off = done; /* looked at: not again at this offset */
+	if (!min || t->zc_off || want - done <= TP_MAX_CHUNK || !zc_allowed())
+		return;
+	for (int i = 0; i < iovcnt; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		len = iov[i].iov_len - skip;
+		if (len > want - done - TP_MAX_CHUNK)
+			len = want - done - TP_MAX_CHUNK;
+		if (len > ZC_MAX_SPAN)
+			len = ZC_MAX_SPAN;
+		if (len < min)
+			return;
+		zc->base = (const uint8_t *)iov[i].iov_base + skip;
+		/* local read only: the peer gets no access to it */
+		zc->mr = ibv_reg_mr(t->pd, (void *)zc->base, len, 0);
+		if (!zc->mr) {
+			/* RLIMIT_MEMLOCK, memory the kernel will not pin: the
+			 * stream copies from now on */
+			log_debug("fd %d: sends copy: registering %zu bytes of the application's "
+				  "buffer failed (errno %d)", t->tcp_fd, len, errno);
+			t->zc_off = 1;
+			return;
+		}
+		zc->end = done + len;
+		zc->seq = 0;
+		return;
+	}
+}
+
+/* The span's writes are complete (or the stream is dead): unregister it.
+ * Caller holds the lock. */
+static void zc_end(struct tp *t, struct zc_span *zc)
+{
+	if (!zc->mr)
+		return;
+	/* Every WR before a completed signalled one is complete too; a span
+	 * cut short (error, hand-over) waits for what it posted. */
+	if (!zc->seq)
+		zc->seq = t->sq_seq;
+	while (t->sq_seq - t->sq_busy < zc->seq && !t->err) {
+		if (progress(t))
+			continue;
+		/* nothing signalled covers the span's end: ask for it */
+		if ((!t->sig_count || t->sig[(t->sig_head + t->sig_count - 1) % TP_SQ_DEPTH].seq < zc->seq) &&
+		    t->sq_busy < TP_SQ_DEPTH && post_fence(t) == 0)
+			continue;
+		wait_event(t, 0);
+	}
+	if (ibv_dereg_mr(zc->mr))
+		log_debug("fd %d: deregistering a send span failed", t->tcp_fd);
+	zc->mr = NULL;
+}
+
 ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
 	size_t want = iov_total(iov, iovcnt), done = 0;
 	ssize_t r = 0;
 	int64_t deadline = 0;
 	int deadline_set = 0;
+	struct zc_span zc = {.off = SIZE_MAX};
 
 	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
 		return sw_enter(t) ? -EIO : -ESHUTDOWN; /* the kernel socket sends */
@@ -1420,7 +1522,14 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			r = t->err == -EPIPE ? -ESHUTDOWN : t->err;
 			break;
 		}
-		n = send_room(t, want - done);
+		/* A long span of one buffer goes out without the copy
+		 * (doc/design.md section 9): registered for this call. */
+		if (zc.mr && done >= zc.end && want - done > TP_MAX_CHUNK)
+			zc_end(t, &zc); /* the next element, or the next span */
+		if (!zc.mr && zc.off != done && !nonblock)
+			zc_begin(t, &zc, iov, iovcnt, done, want);
+		int from_zc = zc.mr && done < zc.end;
+		n = send_room(t, from_zc ? zc.end - done : want - done, from_zc);
 		if (!n) {
 			if (nonblock)
 				break;
@@ -1434,12 +1543,23 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			wait_event(t, deadline);
 			continue;
 		}
-		if (n <= t->max_inline) {
+		if (from_zc) {
+			struct ibv_sge sge = {.addr = (uintptr_t)zc.base + (done - zc.off), .length = n,
+					      .lkey = zc.mr->lkey};
+			ring_remote_reserve(&t->peer, n, rs);
+			r = post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n),
+				       done + n == zc.end ? PW_SIGNAL : 0);
+			if (r == 0) {
+				stats_zcopy(n);
+				if (done + n == zc.end)
+					zc.seq = t->sq_seq;
+			}
+		} else if (n <= t->max_inline) {
 			uint8_t buf[256];
 			struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = n, .lkey = 0};
 			iov_gather(iov, iovcnt, done, buf, n);
 			ring_remote_reserve(&t->peer, n, rs);
-			r = post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), 1);
+			r = post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), PW_INLINE);
 		} else {
 			uint8_t *dst = t->tx.buf + (t->tx.tail & (t->tx.size - 1));
 			struct ibv_sge sge = {.addr = (uintptr_t)dst, .length = n, .lkey = t->tx_mr->lkey};
@@ -1452,7 +1572,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			/* Not posted: take the reservation back, and let TCP
 			 * carry these bytes once the stream has moved. */
 			t->peer.tail -= n;
-			if (n > t->max_inline)
+			if (n > t->max_inline && !from_zc)
 				t->tx.tail -= n;
 			if (creds_lost(t)) {
 				if (done)
@@ -1470,6 +1590,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		t->msg_count++;
 		done += n;
 	}
+	zc_end(t, &zc);
 out:
 	pthread_mutex_unlock(&t->lock);
 	if (done)
@@ -1507,6 +1628,15 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 
 	if (!want)
 		return 0;
+	if (RSOCK_UNLIKELY(flags & MSG_OOB)) {
+		/* Urgent data travels only on the kernel socket (a sender moves
+		 * the stream to TCP first), out of band: it answers, the urgent
+		 * byte or EINVAL when there is none, whatever the stream's
+		 * in-band bytes are doing. */
+		struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+		ssize_t n = rsock_real.recvmsg(t->tcp_fd, &m, flags);
+		return n < 0 ? -errno : n;
+	}
 	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
 		return sw_enter(t) ? -EIO : sw_recv(t, iov, iovcnt, 0, flags);
 	nonblock |= !!(flags & MSG_DONTWAIT);
@@ -1522,7 +1652,11 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			return r < 0 ? (done ? (ssize_t)done : r) : (ssize_t)done + r;
 		}
 		if (ring_used(&t->rx)) {
-			size_t n = ring_to_iov(t, iov, iovcnt, done, want - done);
+			/* MSG_TRUNC: TCP discards (or, with MSG_PEEK, counts)
+			 * without touching the buffer, which may be NULL */
+			size_t n = flags & MSG_TRUNC ? (ring_used(&t->rx) < want - done ? (size_t)ring_used(&t->rx)
+											: want - done)
+						     : ring_to_iov(t, iov, iovcnt, done, want - done);
 			if (flags & MSG_PEEK) {
 				done += n;
 				break;
@@ -1584,7 +1718,7 @@ static short ready_locked(struct tp *t)
 		ev |= POLLERR | POLLHUP | POLLRDHUP; /* a reset shuts both directions */
 	else if ((t->eof || t->peer_gone) && t->fin_sent)
 		ev |= POLLHUP;
-	if (t->fin_sent || t->peer_gone || t->err || send_room(t, 1))
+	if (t->fin_sent || t->peer_gone || t->err || send_room(t, 1, 0))
 		ev |= POLLOUT | POLLWRNORM;
 	return ev;
 }

@@ -32,6 +32,8 @@ struct tp_settings {
 	unsigned poll_us;     /* RSOCK_POLL_US: busy-poll before blocking, microseconds (0: never) */
 	unsigned poll_max_us; /* RSOCK_POLL_MAX_US: ceiling of the adaptive busy-poll (0: fixed) */
 	unsigned ring_cache;  /* RSOCK_RING_CACHE: registered ring sets kept for reuse */
+	unsigned zcopy_kb;    /* RSOCK_ZCOPY_KB: blocking sends of a buffer this long go
+	                         without the copy (0: never) */
 };
 extern struct tp_settings tp_settings RSOCK_HIDDEN;
 
@@ -133,6 +135,7 @@ struct tp {
 	int peer_gone;               /* control connection closed by the peer */
 	int err;                     /* sticky -errno: -ECONNRESET, -EIO ... */
 	int rd_shut;                 /* shutdown(SHUT_RD): reads end once the ring is empty */
+	int zc_off;                  /* registering a send's buffer failed: copy from now */
 
 	/* Readiness plumbing for poll and epoll (event.c, epoll.c). */
 	_Atomic int armed;           /* a completion event is requested or pending */

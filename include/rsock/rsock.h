@@ -41,7 +41,7 @@ enum rsock_fallback_reason {
 
 struct rsock_stats {
 	uint32_t size;            /* bytes filled in by the library */
-	uint32_t version;         /* 3 (1 had no handovers, 2 no cq_ counters) */
+	uint32_t version;         /* 4 (1 had no handovers, 2 no cq_ counters, 3 no zcopy_bytes) */
 	uint64_t streams_tcp;     /* streams (connected or accepted) on kernel TCP */
 	uint64_t streams_rdma;    /* streams carried by RDMA */
 	uint64_t tx_bytes_tcp, rx_bytes_tcp;
@@ -54,6 +54,9 @@ struct rsock_stats {
 	/* version 3 */
 	uint64_t cq_events;        /* completion events read (each one an interrupt and a read()) */
 	uint64_t cq_arms;          /* completion events requested (ibv_req_notify_cq) */
+	/* version 4 */
+	uint64_t zcopy_bytes;      /* bytes of large blocking sends sent from the application's
+	                              own buffer, registered for the call (no copy) */
 };
 
 /* Copy the process-wide counters into *st; size is sizeof(*st) as the caller

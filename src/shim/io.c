@@ -64,7 +64,17 @@ static ssize_t rdma_recv(struct conn *c, struct tp *t, const struct iovec *iov, 
 static ssize_t rdma_send(struct conn *c, struct tp *t, int fd, const struct iovec *iov, int n,
 			 int flags)
 {
-	ssize_t r = tp_send(t, iov, n, flags, atomic_load(&c->nonblock));
+	ssize_t r;
+
+	/* Urgent data (telnet, FTP's ABOR) exists only in TCP: the stream
+	 * moves there first, in order, and the kernel socket sends it. A peer
+	 * too old for the hand-over gets the bytes in band. */
+	if (RSOCK_UNLIKELY(flags & MSG_OOB) && !tp_switched(t) && (r = tp_handover(t))) {
+		log_warn_rl("fd %d: MSG_OOB on an RDMA stream that cannot move to TCP (errno %d): "
+			    "sent in band", fd, (int)-r);
+		flags &= ~MSG_OOB;
+	}
+	r = tp_send(t, iov, n, flags, atomic_load(&c->nonblock));
 
 	if (r == -ESHUTDOWN) {
 		struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
@@ -238,7 +248,7 @@ static ssize_t rdma_recvmsg(struct conn *c, struct tp *t, struct msghdr *msg, in
 	if (r >= 0) {
 		msg->msg_namelen = 0;
 		msg->msg_controllen = 0;
-		msg->msg_flags = 0;
+		msg->msg_flags = flags & MSG_OOB; /* as tcp_recvmsg says of urgent data */
 	}
 	return r;
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -330,6 +331,104 @@ static void server(int lfd)
 		free(buf);
 	}
 	close(fd);
+
+	/* 13: urgent data (MSG_OOB): none yet is EINVAL; the byte sent urgent
+	 * is read out of band (POLLPRI says it is there), the rest in band */
+	fd = take(lfd);
+	r = recv(fd, b, 1, MSG_OOB);
+	say("S oob none %zd %s", r, en(r < 0 ? errno : 0));
+	sig(s2c);
+	{
+		struct pollfd pp = {.fd = fd, .events = POLLPRI};
+		int pr = poll(&pp, 1, 3000);
+		say("S oob poll %d pri %d", pr, !!(pp.revents & POLLPRI));
+		await(c2s); /* all sent */
+		r = recv(fd, b, 1, MSG_OOB);
+		say("S oob got %zd '%.*s'", r, (int)(r > 0 ? r : 0), b);
+		char in[64];
+		size_t n = 0;
+		while (n < sizeof(in) && (r = read(fd, in + n, sizeof(in) - n)) > 0)
+			n += (size_t)r;
+		say("S oob in band '%.*s' end %zd", (int)n, in, r);
+	}
+	close(fd);
+
+	/* 14: MSG_TRUNC discards what it reads (no buffer needed), with
+	 * MSG_PEEK it only counts */
+	fd = take(lfd);
+	await(c2s);
+	usleep(100000);
+	r = recv(fd, NULL, 4, MSG_TRUNC);
+	say("S trunc discard %zd", r);
+	r = recv(fd, NULL, 3, MSG_TRUNC | MSG_PEEK);
+	say("S trunc peek %zd", r);
+	r = read_full(fd, b, 6);
+	say("S trunc rest %zd '%.*s'", r, (int)(r > 0 ? r : 0), b);
+	close(fd);
+
+	/* 15: large writes (librsock sends them from the buffer itself,
+	 * registered for the call): a buffer rewritten as soon as write()
+	 * returns, a writev of two large buffers, a read-only mapping, a file
+	 * mapping, and a mapping replaced by another at the same address */
+	fd = take(lfd);
+	{
+		const size_t big = 3u << 20, m = 2u << 20;
+		uint8_t *a = malloc(big), *v1 = malloc(1u << 20), *v2 = malloc(3u << 19);
+		uint32_t h = 2166136261u;
+		uint64_t sent = 0;
+		int ok = 1;
+		for (uint32_t seed = 15; seed < 17; seed++) {
+			fill(a, big, seed);
+			ok &= write_full(fd, a, big) == (ssize_t)big;
+			h = fnv(h, a, big);
+			sent += big;
+		}
+		fill(v1, 1u << 20, 17);
+		fill(v2, 3u << 19, 18);
+		struct iovec iv[2] = {{v1, 1u << 20}, {v2, 3u << 19}};
+		r = writev(fd, iv, 2);
+		if (r > 0 && (size_t)r < (1u << 20))
+			ok &= write_full(fd, v1 + r, (1u << 20) - (size_t)r) > 0 &&
+			      write_full(fd, v2, 3u << 19) > 0;
+		else if (r > 0 && (size_t)r < (1u << 20) + (3u << 19))
+			ok &= write_full(fd, v2 + (size_t)r - (1u << 20),
+					 (3u << 19) - ((size_t)r - (1u << 20))) > 0;
+		else
+			ok &= r == (ssize_t)((1u << 20) + (3u << 19));
+		h = fnv(fnv(h, v1, 1u << 20), v2, 3u << 19);
+		sent += (1u << 20) + (3u << 19);
+		uint8_t *ro = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		fill(ro, m, 19);
+		mprotect(ro, m, PROT_READ);
+		ok &= write_full(fd, ro, m) == (ssize_t)m;
+		h = fnv(h, ro, m);
+		sent += m;
+		munmap(ro, m);
+		uint8_t *again = mmap(ro, m, PROT_READ | PROT_WRITE,
+				      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		say("S zc same address %d", again == ro);
+		fill(again, m, 20);
+		ok &= write_full(fd, again, m) == (ssize_t)m;
+		h = fnv(h, again, m);
+		sent += m;
+		munmap(again, m);
+		char path[] = "/tmp/streamcheck-XXXXXX";
+		int tf = mkstemp(path);
+		fill(a, m, 21);
+		ok &= tf >= 0 && write(tf, a, m) == (ssize_t)m;
+		unlink(path);
+		uint8_t *fm = mmap(NULL, m, PROT_READ, MAP_SHARED, tf, 0);
+		ok &= fm != MAP_FAILED && write_full(fd, fm, m) == (ssize_t)m;
+		h = fnv(h, a, m);
+		sent += m;
+		munmap(fm, m);
+		close(tf);
+		say("S zc sent %llu hash %08x ok %d", (unsigned long long)sent, h, ok);
+		free(a);
+		free(v1);
+		free(v2);
+	}
+	close(fd);
 }
 
 /* ---- client side ---- */
@@ -501,6 +600,40 @@ static void client(void)
 			n += (uint64_t)r;
 		}
 		say("C timeo received all %d end %zd", n == rec.n && h == rec.h, r);
+		free(buf);
+	}
+	close(fd);
+
+	/* 13 */
+	fd = dial();
+	await(s2c);
+	say("C oob send %zd", send(fd, "ab", 2, 0));
+	say("C oob urgent %zd", send(fd, "c", 1, MSG_OOB));
+	say("C oob send after %zd", send(fd, "de", 2, 0));
+	usleep(200000);
+	sig(c2s);
+	shutdown(fd, SHUT_WR);
+	r = read(fd, b, 1);
+	say("C oob eof %zd", r);
+	close(fd);
+
+	/* 14 */
+	fd = dial();
+	say("C trunc send %zd", send(fd, "0123456789", 10, 0));
+	sig(c2s);
+	close(fd);
+
+	/* 15 */
+	fd = dial();
+	{
+		uint8_t *buf = malloc(1 << 20);
+		uint64_t n = 0;
+		uint32_t h = 2166136261u;
+		while ((r = read(fd, buf, 1 << 20)) > 0) {
+			h = fnv(h, buf, (size_t)r);
+			n += (uint64_t)r;
+		}
+		say("C zc got %llu hash %08x end %zd", (unsigned long long)n, h, r);
 		free(buf);
 	}
 	close(fd);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,7 +43,7 @@ static void test_two_spans_iov_skip_peek(void **state)
 	assert_int_equal(ho_pre_left(p), 10000);
 	assert_true(ho_pre_fd(p) >= 0);
 	/* peek: nothing consumed */
-	assert_int_equal(ho_pre_read(p, iov, 2, 0, 400, 1), 400);
+	assert_int_equal(ho_pre_read(p, iov, 2, 0, 400, MSG_PEEK), 400);
 	assert_memory_equal(a, data, 100);
 	assert_memory_equal(b, data + 100, 300);
 	assert_int_equal(ho_pre_left(p), 10000);
@@ -52,10 +53,17 @@ static void test_two_spans_iov_skip_peek(void **state)
 	assert_memory_equal(a + 50, data, 50);
 	assert_memory_equal(b, data + 50, 70);
 	assert_int_equal(ho_pre_left(p), 10000 - 120);
+	/* MSG_TRUNC: counted without a buffer (TCP's discard), with
+	 * MSG_PEEK not consumed */
+	struct iovec none = {NULL, 30};
+	assert_int_equal(ho_pre_read(p, &none, 1, 0, 30, MSG_TRUNC | MSG_PEEK), 30);
+	assert_int_equal(ho_pre_left(p), 10000 - 120);
+	assert_int_equal(ho_pre_read(p, &none, 1, 0, 30, MSG_TRUNC), 30);
+	assert_int_equal(ho_pre_left(p), 10000 - 150);
 	/* the rest, more asked than there is */
 	struct iovec one = {c, sizeof(c)};
-	assert_int_equal(ho_pre_read(p, &one, 1, 0, sizeof(c), 0), 10000 - 120);
-	assert_memory_equal(c, data + 120, 10000 - 120);
+	assert_int_equal(ho_pre_read(p, &one, 1, 0, sizeof(c), 0), 10000 - 150);
+	assert_memory_equal(c, data + 150, 10000 - 150);
 	assert_int_equal(ho_pre_left(p), 0);
 	assert_int_equal(ho_pre_read(p, &one, 1, 0, sizeof(c), 0), 0);
 	ho_pre_free(p);
