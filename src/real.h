@@ -102,7 +102,8 @@ extern struct rsock_real rsock_real RSOCK_HIDDEN;
 
 /* Resolve every entry with dlsym(RTLD_NEXT). Returns 0, or -ENOSYS when a
  * required symbol is missing or resolves to our own wrapper (the entry is then
- * left NULL and the shims fail that call with ENOSYS). Only calls dlsym. */
+ * left NULL and the shims fail that call with ENOSYS). Only calls dlsym and
+ * dl_iterate_phdr. */
 int real_resolve(void);
 
 #endif
