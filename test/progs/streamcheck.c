@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -342,6 +343,12 @@ static void server(int lfd)
 		struct pollfd pp = {.fd = fd, .events = POLLPRI};
 		int pr = poll(&pp, 1, 3000);
 		say("S oob poll %d pri %d", pr, !!(pp.revents & POLLPRI));
+		int ep = epoll_create1(0);
+		struct epoll_event ee = {.events = EPOLLPRI}, got[2];
+		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ee);
+		pr = epoll_wait(ep, got, 2, 3000);
+		say("S oob epoll %d pri %d", pr, pr == 1 && (got[0].events & EPOLLPRI));
+		close(ep);
 		await(c2s); /* all sent */
 		r = recv(fd, b, 1, MSG_OOB);
 		say("S oob got %zd '%.*s'", r, (int)(r > 0 ? r : 0), b);
