@@ -1705,6 +1705,22 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	return r;
 }
 
+/* Writable as kernel TCP counts it (sk_stream_is_writeable: a third of
+ * the send buffer free): a third of the peer's ring and of the message
+ * allowance, and a message's room now. With any room at all counting, an
+ * application that writes 8 KiB on a blocking socket after poll() said
+ * POLLOUT blocked with 4 KiB of room, where TCP never blocks it; relays
+ * whose ends all did that (socat on both sides of haproxy) stopped for good,
+ * each blocked in a write to a peer blocked in its own (streamcheck scenario
+ * 16). A reader that has read everything leaves the sender 3/4 of the ring
+ * and half the messages (maybe_credit), so this never waits on a reader
+ * that is done. Caller holds the lock. */
+static int writable_locked(struct tp *t)
+{
+	return ring_remote_space(&t->peer) >= t->peer.size / 3 &&
+	       t->msg_count + TP_MAX_DATA_MSGS / 3 <= TP_MAX_DATA_MSGS && send_room(t, 1, 0);
+}
+
 /* Readiness of t; caller holds the lock. */
 static short ready_locked(struct tp *t)
 {
@@ -1718,7 +1734,7 @@ static short ready_locked(struct tp *t)
 		ev |= POLLERR | POLLHUP | POLLRDHUP; /* a reset shuts both directions */
 	else if ((t->eof || t->peer_gone) && t->fin_sent)
 		ev |= POLLHUP;
-	if (t->fin_sent || t->peer_gone || t->err || send_room(t, 1, 0))
+	if (t->fin_sent || t->peer_gone || t->err || writable_locked(t))
 		ev |= POLLOUT | POLLWRNORM;
 	return ev;
 }

@@ -436,6 +436,23 @@ static void server(int lfd)
 		free(v2);
 	}
 	close(fd);
+
+	/* 16: a slow reader in odd pieces behind a writer that waits for
+	 * POLLOUT before each 8 KiB write (socat's loop) */
+	fd = take(lfd);
+	{
+		uint8_t *buf = malloc(5000);
+		uint64_t n = 0;
+		uint32_t h = 2166136261u;
+		while ((r = read(fd, buf, 5000)) > 0) {
+			h = fnv(h, buf, (size_t)r);
+			n += (uint64_t)r;
+			usleep(300);
+		}
+		say("S writable got %llu hash %08x end %zd", (unsigned long long)n, h, r);
+		free(buf);
+	}
+	close(fd);
 }
 
 /* ---- client side ---- */
@@ -641,6 +658,42 @@ static void client(void)
 			n += (uint64_t)r;
 		}
 		say("C zc got %llu hash %08x end %zd", (unsigned long long)n, h, r);
+		free(buf);
+	}
+	close(fd);
+
+	/* 16: POLLOUT means a write of 8 KiB goes through whole, as on TCP
+	 * (writable once a third of the send buffer is free). librsock said
+	 * writable with any room, so a blocking 8 KiB write then blocked on
+	 * the peer: two socats around haproxy each ended blocked in such a
+	 * write, the relay between them waiting for both */
+	fd = dial();
+	{
+		const size_t total = 4u << 20;
+		uint8_t *buf = malloc(total);
+		size_t off = 0;
+		int partial = 0, eagain = 0, stalls = 0;
+		fill(buf, total, 22);
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		while (off < total) {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+			size_t n = total - off < 8192 ? total - off : 8192;
+			if (poll(&p, 1, 10000) != 1) {
+				stalls++;
+				break;
+			}
+			r = send(fd, buf + off, n, 0);
+			if (r < 0 && errno == EAGAIN) {
+				eagain++;
+				continue;
+			}
+			if (r <= 0)
+				break;
+			partial += (size_t)r < n;
+			off += (size_t)r;
+		}
+		say("C writable sent %zu partial %d eagain %d stalls %d", off, partial, eagain, stalls);
+		say("C writable hash %08x", fnv(2166136261u, buf, total));
 		free(buf);
 	}
 	close(fd);
