@@ -36,6 +36,10 @@ EARLY_LIBDIR=$PROGS/.libs
 
 # Seconds a single command may take before it is killed.
 : "${RSOCK_TEST_TIMEOUT:=60}"
+# Seconds a background server (start_bg) may live: it serves every command of
+# its test, so it must outlive several RSOCK_TEST_TIMEOUTs; the test's
+# teardown stops it long before in every normal run.
+: "${RSOCK_BG_TIMEOUT:=$((RSOCK_TEST_TIMEOUT * 5))}"
 
 # Never let a stray setting of the caller change what the library does.
 unset RSOCK_MODE RSOCK_CONF RSOCK_LOG_LEVEL RSOCK_LOG_FILE RSOCK_STATS 2>/dev/null || true
@@ -188,13 +192,13 @@ wait_for_port() {
 }
 
 # start_bg NAME CMD...: start a server in the background, bounded by
-# RSOCK_TEST_TIMEOUT, stdout/stderr in $BATS_TEST_TMPDIR/NAME.out/.err, stdin
+# RSOCK_BG_TIMEOUT, stdout/stderr in $BATS_TEST_TMPDIR/NAME.out/.err, stdin
 # from $BG_STDIN (default /dev/null). Sets BG_PID; teardown kills it.
 start_bg() {
 	local name=$1 CMD
 	shift
 	resolve_cmd "$@" || return
-	timeout -k 3 "$RSOCK_TEST_TIMEOUT" "${CMD[@]}" <"${BG_STDIN:-/dev/null}" \
+	timeout -k 3 "$RSOCK_BG_TIMEOUT" "${CMD[@]}" <"${BG_STDIN:-/dev/null}" \
 		>"$BATS_TEST_TMPDIR/$name.out" 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
 	BG_PID=$!
 	echo "$BG_PID" >>"$BATS_TEST_TMPDIR/.bg_pids"
