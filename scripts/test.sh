@@ -104,6 +104,11 @@ rdma_asan() {
 [ $quick = 1 ] || step "RDMA transport suite (ASan+UBSan build)" rdma_asan
 
 note "summary ($(( $(date +%s) - t0 )) s), logs in test-results/"
+# The guest's tests take most of the time: the slowest, to keep it in check.
+slow=$(grep -hE '^ok .* in [0-9]+ms$' "$logdir/rdma.tap" "$logdir/rdma-asan.tap" 2>/dev/null |
+	sed -E 's/^ok [0-9]+ (.*) in ([0-9]+)ms$/\2 \1/' | sort -rn | head -8 |
+	awk '{ n = $1; sub(/^[0-9]+ /, ""); printf "  %6.1f s  %.100s\n", n / 1000, $0 }')
+[ -z "$slow" ] || printf 'slowest guest tests:\n%s\n' "$slow"
 [ ${#failed_steps[@]} -eq 0 ] || { echo "failed steps: ${failed_steps[*]}"; fail=$((fail + ${#failed_steps[@]})); }
 echo "tests: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
