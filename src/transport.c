@@ -4,6 +4,7 @@
 #endif
 #include <arpa/inet.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -785,19 +786,41 @@ static int timed_out(int64_t deadline)
 	return deadline && mono_ns() >= deadline;
 }
 
+/* A signal handler ran while a blocking read or write slept (in poll(),
+ * which the kernel never restarts). TCP's are restarted after a handler
+ * installed with SA_RESTART unless the socket has a time-out, and fail with
+ * EINTR otherwise. Which signal it was is not known here: the call fails
+ * with EINTR when the socket has a time-out or some caught signal's handler
+ * lacks SA_RESTART, and waits on when every handler restarts. qperf ends a
+ * test with SIGALRM (no SA_RESTART) and waited in recv() for ever. Looked up
+ * only after an interruption. */
+static int intr_fails(int64_t deadline)
+{
+	struct sigaction sa;
+
+	if (deadline)
+		return 1;
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP && sigaction(s, NULL, &sa) == 0 &&
+		    sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_RESTART))
+			return 1;
+	return 0;
+}
+
 /* deadline: CLOCK_MONOTONIC nanoseconds after which the caller gives up (0:
- * none); the wait returns by then. */
-static void wait_event(struct tp *t, int64_t deadline)
+ * none); the wait returns by then. Returns -EINTR when a signal handler
+ * interrupted the sleep, else 0. */
+static int wait_event(struct tp *t, int64_t deadline)
 {
 	struct pollfd p[3];
 	struct tp_waiter w;
-	int rc, ms = 1000;
+	int rc, ms = 1000, intr;
 	int64_t start = mono_ns();
 	int64_t budget = tp_spin_budget_ns(atomic_load_explicit(&t->wait_avg_ns, memory_order_relaxed));
 
 	if (deadline) {
 		if (start >= deadline)
-			return;
+			return 0;
 		if (budget > deadline - start)
 			budget = deadline - start;
 		if (deadline - start < 1000000000)
@@ -812,7 +835,7 @@ static void wait_event(struct tp *t, int64_t deadline)
 		for (unsigned i = 1;; i++) {
 			if (progress(t)) {
 				tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
-				return;
+				return 0;
 			}
 			if (!(i & 15) && mono_ns() - start >= budget)
 				break;
@@ -823,7 +846,7 @@ static void wait_event(struct tp *t, int64_t deadline)
 		atomic_fetch_sub(&t->sleepers, 1);
 		if (rc != -EACCES || !creds_lost(t))
 			t->err = -EIO;
-		return;
+		return 0;
 	}
 	/* A completion that arrived before the arming raises no event: look
 	 * once more now that the CQ is armed, and do not sleep if there was
@@ -831,7 +854,7 @@ static void wait_event(struct tp *t, int64_t deadline)
 	if (progress(t)) {
 		atomic_fetch_sub(&t->sleepers, 1);
 		tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
-		return;
+		return 0;
 	}
 	p[0].fd = t->cc->fd;
 	p[0].events = POLLIN;
@@ -841,14 +864,15 @@ static void wait_event(struct tp *t, int64_t deadline)
 	p[2].fd = w.fd; /* -1: ignored */
 	p[2].events = POLLIN;
 	pthread_mutex_unlock(&t->lock);
-	rsock_real.poll(p, 3, ms);
+	intr = rsock_real.poll(p, 3, ms) < 0 && errno == EINTR;
 	atomic_fetch_sub(&t->sleepers, 1);
 	pthread_mutex_lock(&t->lock);
 	waitq_del(t, &w);
 	tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
 	tp_wait_done(t);
-	if (p[1].revents)
+	if (!intr && p[1].revents)
 		check_control(t);
+	return intr ? -EINTR : 0;
 }
 
 void tp_wait_done(struct tp *t)
@@ -1540,7 +1564,10 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			}
 			if (timed_out(deadline))
 				break;
-			wait_event(t, deadline);
+			if (wait_event(t, deadline) == -EINTR && intr_fails(deadline)) {
+				r = -EINTR; /* what was sent, else EINTR, as TCP */
+				break;
+			}
 			continue;
 		}
 		if (from_zc) {
@@ -1697,7 +1724,10 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			r = -EAGAIN;
 			break;
 		}
-		wait_event(t, deadline);
+		if (wait_event(t, deadline) == -EINTR && intr_fails(deadline)) {
+			r = -EINTR; /* what MSG_WAITALL got, else EINTR, as TCP */
+			break;
+		}
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (done)

@@ -28,6 +28,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -56,6 +57,14 @@ static const char *en(int e)
 
 
 
+
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
 
 static void fill(uint8_t *b, size_t n, uint32_t seed)
 {
@@ -453,6 +462,15 @@ static void server(int lfd)
 		free(buf);
 	}
 	close(fd);
+
+	/* 17: the client's blocking reads meet a signal; one byte comes late */
+	fd = take(lfd);
+	await(c2s);
+	usleep(500000);
+	say("S intr write %zd", write(fd, "x", 1));
+	r = read(fd, b, 1);
+	say("S intr eof %zd", r);
+	close(fd);
 }
 
 /* ---- client side ---- */
@@ -695,6 +713,29 @@ static void client(void)
 		say("C writable sent %zu partial %d eagain %d stalls %d", off, partial, eagain, stalls);
 		say("C writable hash %08x", fnv(2166136261u, buf, total));
 		free(buf);
+	}
+	close(fd);
+
+	/* 17: a signal handler without SA_RESTART ends a blocking read with
+	 * EINTR; one with SA_RESTART lets it go on (the RDMA stream's reads
+	 * slept on, and qperf, which ends its tests with SIGALRM, waited for
+	 * ever) */
+	fd = dial();
+	{
+		struct sigaction sa = {.sa_handler = on_alarm};
+		struct itimerval it = {.it_value = {0, 200000}};
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGALRM, &sa, NULL);
+		setitimer(ITIMER_REAL, &it, NULL);
+		r = recv(fd, b, 1, 0);
+		say("C intr recv %zd %s alarms %d", r, en(r < 0 ? errno : 0), alarms);
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGALRM, &sa, NULL);
+		sig(c2s);
+		setitimer(ITIMER_REAL, &it, NULL);
+		r = recv(fd, b, 1, 0);
+		say("C intr restarted recv %zd '%.*s' alarms %d", r, (int)(r > 0 ? r : 0), b, alarms);
+		signal(SIGALRM, SIG_DFL);
 	}
 	close(fd);
 }
