@@ -39,7 +39,7 @@
 #include "ucm.h"
 
 struct cm_settings cm_settings = {
-	.ring_kb = 256, .probe_ms = 1500, .handshake_ms = 2000, .neg_cache_s = 30};
+	.ring_kb = 256, .probe_ms = 1500, .handshake_ms = 2000, .neg_cache_s = 30, .settle_ms = 100};
 
 #define CM_CANCEL_LEN 8
 #define CM_CANCEL_TYPE 5

@@ -22,6 +22,7 @@ struct cm_settings {
 	unsigned probe_ms;     /* RSOCK_PROBE_MS: bound on the probe */
 	unsigned handshake_ms; /* RSOCK_HANDSHAKE_MS: bound on hello/ack and rdma connect */
 	unsigned neg_cache_s;  /* RSOCK_NEG_CACHE_S: how long a plain peer is remembered */
+	unsigned settle_ms;    /* RSOCK_SETTLE_MS: an accepted stream unused this long answers its hello (0: only at its first use) */
 };
 extern struct cm_settings cm_settings RSOCK_HIDDEN;
 

@@ -4,11 +4,17 @@
 #endif
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cm.h"
 #include "conn.h"
 #include "epoll.h"
+#include "fdtab.h"
+#include "handover.h"
+#include "init.h"
+#include "log.h"
 #include "stats.h"
 #include "transport.h"
 
@@ -101,4 +107,166 @@ int conn_eligible(int domain, int type, int protocol)
 
 	return (domain == AF_INET || domain == AF_INET6) && base == SOCK_STREAM &&
 	       (protocol == 0 || protocol == IPPROTO_TCP);
+}
+
+/* ---- accepted streams nobody uses (doc/design.md section 8) -------------
+ * An accepted stream answers its client's hello at its first use, in the
+ * process that uses it (fork-after-accept servers). A server that leaves
+ * the stream alone until the client does something else first (qperf waits
+ * for a word on its control connection, which the client sends once its
+ * connect() returned) held the client in connect() for the whole handshake
+ * bound, after which the stream stayed on TCP. So each such stream is also
+ * put on a list that a thread of the process serves: when it is still
+ * unused after RSOCK_SETTLE_MS, no fork happened since it was accepted (a
+ * child may be the user), and the application still holds it, the thread
+ * answers the hello itself. It works on a duplicate of its own, so that a
+ * descriptor number the application closed and reused is never touched. */
+
+struct later {
+	struct later *next;
+	struct conn *c;
+	int fd;            /* our duplicate */
+	int64_t due_ms;
+	unsigned forks;    /* ho_forks when it was accepted */
+};
+
+static pthread_mutex_t later_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t later_cond;
+static struct later *later_head, **later_tail = &later_head;
+static pid_t later_pid; /* the process whose thread serves the list */
+
+static int64_t later_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void later_serve(struct later *l)
+{
+	if (atomic_load(&l->c->hello_due) && atomic_load(&l->c->nfds) > 0 &&
+	    l->forks == atomic_load(&ho_forks)) {
+		log_debug("accept: stream (fd %d here) unused for %u ms: its hello is answered now",
+			  l->fd, cm_settings.settle_ms);
+		conn_settle(l->c, l->fd, 1);
+	}
+	fdtab_close_own(l->fd);
+	conn_unref(l->c);
+	free(l);
+}
+
+static void *later_main(void *arg)
+{
+	(void)arg;
+	rsock_guard_enter(); /* this thread's libc calls are the library's own */
+	pthread_mutex_lock(&later_lock);
+	for (;;) {
+		struct later *l = later_head;
+		if (!l) {
+			pthread_cond_wait(&later_cond, &later_lock);
+			continue;
+		}
+		int64_t wait = l->due_ms - later_now_ms();
+		if (wait > 0) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += wait / 1000;
+			ts.tv_nsec += (wait % 1000) * 1000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&later_cond, &later_lock, &ts);
+			continue;
+		}
+		if (!(later_head = l->next))
+			later_tail = &later_head;
+		pthread_mutex_unlock(&later_lock);
+		later_serve(l);
+		pthread_mutex_lock(&later_lock);
+	}
+	return NULL;
+}
+
+/* Caller holds later_lock. 0 or -errno. */
+static int later_start(void)
+{
+	pthread_condattr_t ca;
+	pthread_t th;
+	sigset_t all, old;
+	int rc;
+
+	if (later_pid == rsock_pid())
+		return 0;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&later_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
+	rc = -pthread_create(&th, NULL, later_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return rc;
+	pthread_detach(th);
+	later_pid = rsock_pid();
+	return 0;
+}
+
+void conn_settle_later(struct conn *c, int fd)
+{
+	struct later *l;
+
+	if (!cm_settings.settle_ms || !(l = calloc(1, sizeof(*l))))
+		return;
+	if ((l->fd = fdtab_own_dup(fd)) < 0) {
+		free(l);
+		return;
+	}
+	l->c = conn_ref(c);
+	l->forks = atomic_load(&ho_forks);
+	l->due_ms = later_now_ms() + cm_settings.settle_ms;
+	pthread_mutex_lock(&later_lock);
+	if (later_start()) {
+		pthread_mutex_unlock(&later_lock);
+		fdtab_close_own(l->fd);
+		conn_unref(l->c);
+		free(l);
+		return;
+	}
+	*later_tail = l;
+	later_tail = &l->next;
+	if (later_head == l)
+		pthread_cond_signal(&later_cond);
+	pthread_mutex_unlock(&later_lock);
+}
+
+void conn_fork_lock(void)
+{
+	pthread_mutex_lock(&later_lock);
+}
+
+void conn_fork_unlock(void)
+{
+	pthread_mutex_unlock(&later_lock);
+}
+
+void conn_fork_child(void)
+{
+	/* The list is the parent's, served by its thread: the child closes
+	 * its copies of the duplicates (else it would keep those connections
+	 * open) and forgets the entries (their references stay: the child's
+	 * streams are the child's to settle at their first use). */
+	struct later *l = later_head, *n;
+
+	later_head = NULL;
+	later_tail = &later_head;
+	later_pid = 0;
+	pthread_mutex_init(&later_lock, NULL);
+	for (; l; l = n) {
+		n = l->next;
+		fdtab_close_own(l->fd);
+		free(l);
+	}
 }

@@ -74,6 +74,15 @@ void conn_fd_gone(struct conn *c);
  * takes c->lock. */
 void conn_settle(struct conn *c, int fd, int rdma_ok);
 
+/* An accepted stream whose hello waits for its first use: if it is still
+ * unused after RSOCK_SETTLE_MS in the process that accepted it (no fork
+ * since), a thread of the library answers the hello (conn.c). */
+void conn_settle_later(struct conn *c, int fd);
+/* Around fork (init.c): the list's lock; the child drops the parent's list. */
+void conn_fork_lock(void);
+void conn_fork_unlock(void);
+void conn_fork_child(void);
+
 static inline void conn_settle_maybe(struct conn *c, int fd)
 {
 	if (RSOCK_UNLIKELY(c && atomic_load_explicit(&c->hello_due, memory_order_acquire)))

@@ -13,6 +13,7 @@
 
 #include "cm.h"
 #include "config.h"
+#include "conn.h"
 #include "epoll.h"
 #include "fdtab.h"
 #include "handover.h"
@@ -69,6 +70,7 @@ static void pid_cache_init(void)
 static void fork_prepare(void)
 {
 	cm_fork_quiesce();
+	conn_fork_lock();
 	ep_fork_lock();
 	cm_fork_lock();
 	ho_fork_lock();
@@ -85,6 +87,7 @@ static void fork_parent(void)
 	ho_fork_unlock();
 	cm_fork_unlock();
 	ep_fork_unlock();
+	conn_fork_unlock();
 	cm_fork_resume();
 }
 
@@ -101,6 +104,7 @@ static void fork_child(void)
 	ho_fork_unlock();
 	cm_fork_unlock();
 	ep_fork_unlock();
+	conn_fork_child(); /* the same; re-initialises its lock */
 	cm_fork_resume();
 }
 

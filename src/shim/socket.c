@@ -142,6 +142,7 @@ again:
 					atomic_store(&n->rcvbuf, b.rcvbuf);
 					atomic_store(&n->sndbuf, b.sndbuf);
 					atomic_store(&n->hello_due, 1);
+					conn_settle_later(n, nfd);
 				}
 				conn_unref(n);
 				errno = saved;

@@ -324,6 +324,30 @@ PY
 	stats_rdma cli.log 20000000 rx
 }
 
+@test "qperf tcp_bw and tcp_lat: the server accepts its data stream and leaves it alone until the client speaks on the control connection; both streams over RDMA" {
+	# qperf's server reads nothing from the data stream until the client,
+	# whose connect() returned, says so on the control connection. The
+	# hello of that stream waited for its first use, and the client's
+	# connect() for the hello's answer: after the handshake bound (2 s)
+	# the stream stayed on TCP. An accepted stream left unused now has
+	# its hello answered by the library after RSOCK_SETTLE_MS.
+	require_cmd qperf
+	local port dport
+	port=$(free_port)
+	dport=$(free_port)
+	start_bg srv env $(rsock_env srv) qperf -lp "$port"
+	wait_for_port "$port" 20 "$BG_PID"
+	rdma_snapshot
+	bounded 120 env $(rsock_env cli) qperf "$ADDR_B" -lp "$port" -ip "$dport" -t 2 tcp_bw tcp_lat >out.txt 2>&1 ||
+		{ cat out.txt >&2; false; }
+	grep -q 'bw *=' out.txt
+	grep -q 'latency *=' out.txt
+	stats_only_rdma cli.log
+	stats_rdma cli.log 1000000 tx
+	rdma_crossed 1000
+	echo "# qperf over librsock: $(grep -h 'bw *=\|latency *=' out.txt | tr -s ' ' | tr '\n' ' ')" >&3
+}
+
 @test "unbound answers dig +tcp over RDMA (dig binds 0.0.0.0:0 before it connects)" {
 	require_cmd unbound dig
 	local port
