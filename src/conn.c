@@ -4,6 +4,7 @@
 #endif
 #include <errno.h>
 #include <netinet/in.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
@@ -131,7 +132,12 @@ struct later {
 };
 
 static pthread_mutex_t later_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Held by the thread while it settles a stream (librdmacm, libibverbs and
+ * the allocator may then hold locks of their own): a fork waits for it, as
+ * for the cm thread's cm_run, so that no child inherits such a lock held. */
+static pthread_mutex_t later_run = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t later_cond;
+static sem_t later_up;
 static struct later *later_head, **later_tail = &later_head;
 static pid_t later_pid; /* the process whose thread serves the list */
 
@@ -160,6 +166,7 @@ static void *later_main(void *arg)
 {
 	(void)arg;
 	rsock_guard_enter(); /* this thread's libc calls are the library's own */
+	sem_post(&later_up); /* past its start-up code: see later_start */
 	pthread_mutex_lock(&later_lock);
 	for (;;) {
 		struct later *l = later_head;
@@ -183,7 +190,9 @@ static void *later_main(void *arg)
 		if (!(later_head = l->next))
 			later_tail = &later_head;
 		pthread_mutex_unlock(&later_lock);
+		pthread_mutex_lock(&later_run);
 		later_serve(l);
+		pthread_mutex_unlock(&later_run);
 		pthread_mutex_lock(&later_lock);
 	}
 	return NULL;
@@ -203,12 +212,20 @@ static int later_start(void)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&later_cond, &ca);
 	pthread_condattr_destroy(&ca);
+	sem_init(&later_up, 0, 0);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
 	rc = -pthread_create(&th, NULL, later_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
 		return rc;
+	/* Return only once the thread is past its start-up code (the C
+	 * library's, a sanitizer runtime's): a fork-after-accept server forks
+	 * right after accept() returns, and a child forked while the thread
+	 * was inside a sanitizer's allocator would inherit its lock held (as
+	 * cm_start explains). The thread needs no lock to get there. */
+	while (sem_wait(&later_up) && errno == EINTR)
+		;
 	pthread_detach(th);
 	later_pid = rsock_pid();
 	return 0;
@@ -244,12 +261,14 @@ void conn_settle_later(struct conn *c, int fd)
 
 void conn_fork_lock(void)
 {
+	pthread_mutex_lock(&later_run);
 	pthread_mutex_lock(&later_lock);
 }
 
 void conn_fork_unlock(void)
 {
 	pthread_mutex_unlock(&later_lock);
+	pthread_mutex_unlock(&later_run);
 }
 
 void conn_fork_child(void)
@@ -264,6 +283,7 @@ void conn_fork_child(void)
 	later_tail = &later_head;
 	later_pid = 0;
 	pthread_mutex_init(&later_lock, NULL);
+	pthread_mutex_init(&later_run, NULL);
 	for (; l; l = n) {
 		n = l->next;
 		fdtab_close_own(l->fd);

@@ -69,8 +69,8 @@ static void pid_cache_init(void)
  * the fork and first after it, so theirs never run with our locks held. */
 static void fork_prepare(void)
 {
+	conn_fork_lock(); /* first: the thread it waits for may need the cm thread */
 	cm_fork_quiesce();
-	conn_fork_lock();
 	ep_fork_lock();
 	cm_fork_lock();
 	ho_fork_lock();
@@ -87,8 +87,8 @@ static void fork_parent(void)
 	ho_fork_unlock();
 	cm_fork_unlock();
 	ep_fork_unlock();
-	conn_fork_unlock();
 	cm_fork_resume();
+	conn_fork_unlock();
 }
 
 static void fork_child(void)
