@@ -19,6 +19,8 @@
 #include "stats.h"
 #include "transport.h"
 
+static void later_drop(struct conn *c);
+
 struct conn *conn_new(int domain)
 {
 	struct conn *c = calloc(1, sizeof(*c));
@@ -76,12 +78,16 @@ void conn_settle(struct conn *c, int fd, int rdma_ok)
 		atomic_store(&c->hello_due, 0);
 	}
 	pthread_mutex_unlock(&c->lock);
+	later_drop(c);
 }
 
 void conn_fd_gone(struct conn *c)
 {
-	if (c && atomic_fetch_sub_explicit(&c->nfds, 1, memory_order_acq_rel) == 1 && c->ep_items)
-		ep_conn_closed(c);
+	if (c && atomic_fetch_sub_explicit(&c->nfds, 1, memory_order_acq_rel) == 1) {
+		if (c->ep_items)
+			ep_conn_closed(c);
+		later_drop(c);
+	}
 }
 
 void conn_account_tx(struct conn *c, long long r)
@@ -124,8 +130,8 @@ int conn_eligible(int domain, int type, int protocol)
  * descriptor number the application closed and reused is never touched. */
 
 struct later {
-	struct later *next;
-	struct conn *c;
+	struct later *next, **pprev;
+	struct conn *c;    /* a reference, dropped as soon as the entry is */
 	int fd;            /* our duplicate */
 	int64_t due_ms;
 	unsigned forks;    /* ho_forks when it was accepted */
@@ -147,6 +153,39 @@ static int64_t later_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Caller holds later_lock. */
+static void later_unlink(struct later *l)
+{
+	*l->pprev = l->next;
+	if (l->next)
+		l->next->pprev = l->pprev;
+	else
+		later_tail = l->pprev;
+	l->c->later = NULL;
+}
+
+/* The stream settled, or the application let go of it: its entry (with
+ * its reference and duplicate) goes now, not when it falls due, so that a
+ * short connection is torn down at its close (its rings back in the cache
+ * for the next one) and its end is not held open by our duplicate. */
+static void later_drop(struct conn *c)
+{
+	struct later *l;
+
+	if (!atomic_load_explicit(&c->later_on, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&later_lock);
+	if ((l = c->later))
+		later_unlink(l);
+	atomic_store(&c->later_on, 0);
+	pthread_mutex_unlock(&later_lock);
+	if (l) {
+		fdtab_close_own(l->fd);
+		conn_unref(l->c); /* not the last: the caller holds one */
+		free(l);
+	}
 }
 
 static void later_serve(struct later *l)
@@ -187,8 +226,7 @@ static void *later_main(void *arg)
 			pthread_cond_timedwait(&later_cond, &later_lock, &ts);
 			continue;
 		}
-		if (!(later_head = l->next))
-			later_tail = &later_head;
+		later_unlink(l);
 		pthread_mutex_unlock(&later_lock);
 		pthread_mutex_lock(&later_run);
 		later_serve(l);
@@ -252,8 +290,11 @@ void conn_settle_later(struct conn *c, int fd)
 		free(l);
 		return;
 	}
+	l->pprev = later_tail;
 	*later_tail = l;
 	later_tail = &l->next;
+	c->later = l;
+	atomic_store_explicit(&c->later_on, 1, memory_order_release);
 	if (later_head == l)
 		pthread_cond_signal(&later_cond);
 	pthread_mutex_unlock(&later_lock);
@@ -286,6 +327,8 @@ void conn_fork_child(void)
 	pthread_mutex_init(&later_run, NULL);
 	for (; l; l = n) {
 		n = l->next;
+		l->c->later = NULL;
+		atomic_store(&l->c->later_on, 0);
 		fdtab_close_own(l->fd);
 		free(l);
 	}

@@ -34,6 +34,8 @@ struct cm_client;
 struct ep;
 struct ep_item;
 
+struct later;
+
 struct conn {
 	_Atomic unsigned refs;
 	int domain;             /* AF_INET or AF_INET6 */
@@ -52,6 +54,8 @@ struct conn {
 	_Atomic int nfds;       /* descriptors of this process in the fd table */
 	_Atomic int hello_due;  /* accepted from a librsock client, handshake not done yet */
 	_Atomic uint32_t rcvbuf, sndbuf; /* SO_RCVBUF/SO_SNDBUF as asked for (0: never) */
+	struct later *later;    /* its entry on the list of conn_settle_later (its lock) */
+	_Atomic int later_on;   /* later is set (read without the lock) */
 };
 
 /* A new conn with one reference, or NULL (out of memory). */
