@@ -9,8 +9,9 @@
 #   - streaming throughput, 1 KiB .. 1 MiB writes (2,000 writes, at most
 #     STREAM_MB), 1 and 4 parallel streams (ib_write_bw, MiB/s converted to
 #     MB/s);
-#   - connection set-up: until connect() returns (against a bare rdma_cm
-#     connect until ESTABLISHED) and until the first exchange came back;
+#   - connection set-up: until connect() returns and until the first
+#     exchange came back (the target: against a bare rdma_cm connect until
+#     ESTABLISHED);
 #     connections per second;
 #   - CPU: user-space instructions per round trip on the client (callgrind,
 #     the difference between two run lengths, busy-polling off);
@@ -284,6 +285,7 @@ echo "#### Connection set-up ($CONN_COUNT connections one after the other)"
 echo
 echo "Set-up: from socket() until connect() returned (bare rdma_cm: from creating the id until ESTABLISHED, QP included)."
 echo "First byte: until the server's one-byte answer to a 16-byte request came back, the connection's first exchange."
+echo "librsock's connect() returns once its hello is sent (the RDMA connection is made by the library's thread, or at the stream's first use): its set-up target is judged on the first byte, which includes the whole handshake."
 echo
 echo "| path | set-up p50 µs | vs bare rdma_cm | first byte p50 µs | connections/s |"
 echo "|---|---:|---:|---:|---:|"
@@ -332,7 +334,7 @@ echo "| 64 B p50 ≤ 0.25× kernel TCP | $(ratio "$l64" "$t64")× | $(verdict "$
 echo "| 64 KiB stream ≥ 0.9× ib_write_bw | $(ratio "$s64" "$r64")× | $(verdict "$(ratio "$s64" "$r64")" '>=' 0.9) |"
 echo "| 64 KiB stream ≥ 1.5× kernel TCP | $(ratio "$s64" "$st64")× | $(verdict "$(ratio "$s64" "$st64")" '>=' 1.5) |"
 echo "| better than rsocket at every size (p50, one stream) | $([ $better = 1 ] && echo yes || echo no) | $([ $better = 1 ] && echo met || echo not met) |"
-echo "| set-up ≤ 2× bare rdma_cm connect | $(ratio "$(c "${CONN[librsock]}" 3)" "$(c "${CONN[rdma_cm]}" 1)")× | $(verdict "$(ratio "$(c "${CONN[librsock]}" 3)" "$(c "${CONN[rdma_cm]}" 1)")" '<=' 2) |"
+echo "| set-up (until the first byte came back) ≤ 2× bare rdma_cm connect | $(ratio "$(c "${CONN[librsock]}" 1)" "$(c "${CONN[rdma_cm]}" 1)")× | $(verdict "$(ratio "$(c "${CONN[librsock]}" 1)" "$(c "${CONN[rdma_cm]}" 1)")" '<=' 2) |"
 echo "| ≤ 512 KiB registered per connection, $HOLD held | $(c "${HOLDR[librsock]}" 2) B | $(verdict "$(c "${HOLDR[librsock]}" 2)" '<=' 524288) |"
 echo
 echo "Plots: suite-lat.png (p50 round trip by size), suite-bw.png (one stream by write size)."

@@ -985,6 +985,8 @@ struct cm_client {
 	uint16_t hint; /* the beacon's data port hint, 0 if none */
 	int pre; /* what was asked ahead for the data id towards hint: RESOLVE_NEW
 		  * (nothing), _ADDR, _ROUTE, or -1 spoiled (a fresh id is needed) */
+	int64_t deadline; /* of the handshake: the hello's sending + handshake_ms */
+	int qp_why; /* our QP could not be made (a fallback reason), else 0 */
 };
 
 /* IB CM reject reasons (IBA 12.6.7.2) that say something about the peer. */
@@ -1327,42 +1329,54 @@ static int connected_as_probed(const struct cm_client *c, int fd)
 	return 1;
 }
 
-int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ack)
+/* The hello goes out; the answer is awaited by cm_client_await, at once or
+ * later (doc/design.md section 8). 0, or a fallback reason (state freed). */
+int cm_client_hello(struct cm_client *c, int fd)
 {
 	struct proto_hello h = {.version = PROTO_VERSION};
-	struct proto_hello_ack a;
-	uint8_t buf[PROTO_HELLO_ACK_LEN > PROTO_HELLO_LEN ? PROTO_HELLO_ACK_LEN : PROTO_HELLO_LEN];
-	uint8_t cancel[CM_CANCEL_LEN];
-	int64_t deadline = now_ms() + cm_settings.handshake_ms;
-	struct sockaddr_storage dst;
-	struct rdma_conn_param cp;
-	struct rdma_cm_event *ev = NULL;
-	int why = RSOCK_FB_PROTOCOL, qp_why;
-	ssize_t r;
+	uint8_t buf[PROTO_HELLO_LEN];
 	int rc;
 
-	*out = NULL;
-	*stale_ack = 0;
+	c->deadline = now_ms() + cm_settings.handshake_ms;
 	/* The hello goes only where the beacon recorded this very tuple:
 	 * otherwise the server's accept() takes the stream for a plain
 	 * client, and the hello would reach its application as data. */
-	if (!connected_as_probed(c, fd)) {
-		why = RSOCK_FB_PROTOCOL;
-		goto fail_nocancel;
-	}
+	if (!connected_as_probed(c, fd))
+		goto fail;
 	h.token = c->token;
 	h.ring_addr = (uintptr_t)c->tp->rx.buf;
 	h.ring_rkey = c->tp->rx_mr->rkey;
 	h.ring_size = c->tp->rx.size;
 	h.max_inline = 0;
 	proto_hello_encode(&h, buf, sizeof(buf));
-	if ((rc = ctl_write(fd, buf, PROTO_HELLO_LEN, deadline))) {
+	if ((rc = ctl_write(fd, buf, PROTO_HELLO_LEN, c->deadline))) {
 		log_debug("hello: not sent (%d)", rc);
-		goto fail_nocancel;
+		goto fail;
 	}
-	log_debug("hello: sent on fd %d, %d ms left", fd, left_ms(deadline));
+	log_debug("hello: sent on fd %d, %d ms left", fd, left_ms(c->deadline));
 	pre_route(c);
-	qp_why = client_qp(c); /* while the hello makes its round trip */
+	c->qp_why = client_qp(c); /* while the hello makes its round trip */
+	return 0;
+fail:
+	client_free(c);
+	return RSOCK_FB_PROTOCOL;
+}
+
+int cm_client_await(struct cm_client *c, int fd, int rdma_ok, struct tp **out, int *stale_ack)
+{
+	struct proto_hello_ack a;
+	uint8_t buf[PROTO_HELLO_ACK_LEN];
+	uint8_t cancel[CM_CANCEL_LEN];
+	int64_t deadline = c->deadline;
+	struct sockaddr_storage dst;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev = NULL;
+	int why = RSOCK_FB_PROTOCOL;
+	ssize_t r;
+	int rc;
+
+	*out = NULL;
+	*stale_ack = 0;
 	r = ctl_peek(fd, buf, PROTO_HELLO_ACK_LEN, deadline);
 	log_debug("hello: answer %zd, %d ms left", r, left_ms(deadline));
 	if (r == -ETIMEDOUT) {
@@ -1381,10 +1395,15 @@ int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ac
 		why = a.status < RSOCK_FB_MAX ? a.status : RSOCK_FB_PROTOCOL;
 		goto fail_nocancel;
 	}
-	if (qp_why) {
-		why = qp_why; /* the server waits for our connection or a cancel */
+	if (!rdma_ok) {
+		why = RSOCK_FB_NOT_IMPLEMENTED; /* declined: the stream goes to exec or stdio */
 		goto fail;
 	}
+	if (c->qp_why) {
+		why = c->qp_why; /* the server waits for our connection or a cancel */
+		goto fail;
+	}
+	why = RSOCK_FB_PROTOCOL;
 	if (a.token != c->token ||
 	    tp_set_peer(c->tp, a.ring_addr, a.ring_rkey, a.ring_size, a.max_inline, a.version))
 		goto fail;
@@ -1431,6 +1450,17 @@ fail:
 fail_nocancel:
 	client_free(c);
 	return why;
+}
+
+int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ack)
+{
+	int why;
+
+	*out = NULL;
+	*stale_ack = 0;
+	if ((why = cm_client_hello(c, fd)))
+		return why;
+	return cm_client_await(c, fd, 1, out, stale_ack);
 }
 
 /* ---- server ---------------------------------------------------------------- */

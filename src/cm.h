@@ -55,6 +55,14 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
  * from the server may still arrive first on TCP and must be dropped).
  * Always consumes state. */
 int cm_client_finish(struct cm_client *state, int fd, struct tp **out, int *stale_ack);
+/* cm_client_finish in two steps: the hello goes out (0, or a fallback
+ * reason, state consumed), then the answer and the RDMA connection, by the
+ * same deadline (handshake_ms from the hello), whenever the stream is first
+ * used or a thread of the library gets to it (conn.c). rdma_ok 0 declines
+ * RDMA after the answer (the stream goes to exec or stdio). Always consumes
+ * state. */
+int cm_client_hello(struct cm_client *state, int fd);
+int cm_client_await(struct cm_client *state, int fd, int rdma_ok, struct tp **out, int *stale_ack);
 void cm_client_abandon(struct cm_client *state);
 
 /* Drop a late hello answer at the head of the TCP stream, if there is one.

@@ -46,6 +46,9 @@ void conn_unref(struct conn *c)
 	if (!c || atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	saved = errno;
+	if (c->client) /* a client's hello never answered here: the end of its
+			* TCP stream ends the server's wait */
+		cm_client_abandon(c->client);
 	if (c->beacon)
 		cm_unlisten(c);
 	if (c->tp)
@@ -64,13 +67,21 @@ void conn_settle(struct conn *c, int fd, int rdma_ok)
 
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->hello_due)) {
-		struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
-		why = cm_server_handshake(fd, rdma_ok ? &b : NULL, &t);
+		struct cm_client *st = c->client;
+		int stale = 0;
+		if (st) {
+			c->client = NULL;
+			why = cm_client_await(st, fd, rdma_ok, &t, &stale);
+		} else {
+			struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
+			why = cm_server_handshake(fd, rdma_ok ? &b : NULL, &t);
+		}
 		if (why == 0) {
 			c->tp = t;
 			atomic_store(&c->path, CONN_PATH_RDMA);
 			ep_stream_converted();
 		} else {
+			c->stale_ack = stale;
 			atomic_store(&c->path, CONN_PATH_TCP);
 			stats_fallback((enum rsock_fallback_reason)why);
 		}
@@ -135,6 +146,7 @@ struct later {
 	int fd;            /* our duplicate */
 	int64_t due_ms;
 	unsigned forks;    /* ho_forks when it was accepted */
+	int client;        /* a connected stream awaiting its hello's answer */
 };
 
 static pthread_mutex_t later_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -192,8 +204,11 @@ static void later_serve(struct later *l)
 {
 	if (atomic_load(&l->c->hello_due) && atomic_load(&l->c->nfds) > 0 &&
 	    l->forks == atomic_load(&ho_forks)) {
-		log_debug("accept: stream (fd %d here) unused for %u ms: its hello is answered now",
-			  l->fd, cm_settings.settle_ms);
+		if (l->client)
+			log_debug("connect: the answer to the hello is awaited (fd %d here)", l->fd);
+		else
+			log_debug("accept: stream (fd %d here) unused for %u ms: its hello is answered now",
+				  l->fd, cm_settings.settle_ms);
 		conn_settle(l->c, l->fd, 1);
 	}
 	fdtab_close_own(l->fd);
@@ -269,35 +284,64 @@ static int later_start(void)
 	return 0;
 }
 
-void conn_settle_later(struct conn *c, int fd)
+int conn_settle_later(struct conn *c, int fd, int client)
 {
 	struct later *l;
 
 	if (!cm_settings.settle_ms || !(l = calloc(1, sizeof(*l))))
-		return;
+		return -1;
 	if ((l->fd = fdtab_own_dup(fd)) < 0) {
 		free(l);
-		return;
+		return -1;
 	}
 	l->c = conn_ref(c);
+	l->client = client;
 	l->forks = atomic_load(&ho_forks);
-	l->due_ms = later_now_ms() + cm_settings.settle_ms;
+	l->due_ms = later_now_ms() + (client ? 0 : cm_settings.settle_ms);
 	pthread_mutex_lock(&later_lock);
 	if (later_start()) {
 		pthread_mutex_unlock(&later_lock);
 		fdtab_close_own(l->fd);
 		conn_unref(l->c);
 		free(l);
-		return;
+		return -1;
 	}
-	l->pprev = later_tail;
-	*later_tail = l;
-	later_tail = &l->next;
+	/* The list stays in due order: a client's entry is due now. */
+	struct later **pp = &later_head;
+	while (*pp && (*pp)->due_ms <= l->due_ms)
+		pp = &(*pp)->next;
+	l->pprev = pp;
+	l->next = *pp;
+	if (*pp)
+		(*pp)->pprev = &l->next;
+	else
+		later_tail = &l->next;
+	*pp = l;
 	c->later = l;
 	atomic_store_explicit(&c->later_on, 1, memory_order_release);
 	if (later_head == l)
 		pthread_cond_signal(&later_cond);
 	pthread_mutex_unlock(&later_lock);
+	return 0;
+}
+
+void conn_fork_settle_clients(void)
+{
+	/* A connected stream whose hello's answer is still awaited settles
+	 * before a fork, here, as it did inside connect(): parent and child
+	 * must not both await that one answer. */
+	for (;;) {
+		struct later *l;
+		pthread_mutex_lock(&later_lock);
+		for (l = later_head; l && !l->client; l = l->next)
+			;
+		if (l)
+			later_unlink(l);
+		pthread_mutex_unlock(&later_lock);
+		if (!l)
+			return;
+		later_serve(l);
+	}
 }
 
 void conn_fork_lock(void)

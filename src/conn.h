@@ -54,6 +54,7 @@ struct conn {
 	_Atomic int nfds;       /* descriptors of this process in the fd table */
 	_Atomic int hello_due;  /* accepted from a librsock client, handshake not done yet */
 	_Atomic uint32_t rcvbuf, sndbuf; /* SO_RCVBUF/SO_SNDBUF as asked for (0: never) */
+	struct cm_client *client; /* a client whose hello's answer is awaited (lock) */
 	struct later *later;    /* its entry on the list of conn_settle_later (its lock) */
 	_Atomic int later_on;   /* later is set (read without the lock) */
 };
@@ -78,10 +79,17 @@ void conn_fd_gone(struct conn *c);
  * takes c->lock. */
 void conn_settle(struct conn *c, int fd, int rdma_ok);
 
-/* An accepted stream whose hello waits for its first use: if it is still
- * unused after RSOCK_SETTLE_MS in the process that accepted it (no fork
- * since), a thread of the library answers the hello (conn.c). */
-void conn_settle_later(struct conn *c, int fd);
+/* A stream whose handshake waits (hello_due) is also put on a list that a
+ * thread of the library serves (conn.c): an accepted one (client 0) has its
+ * client's hello answered if it is still unused after RSOCK_SETTLE_MS in the
+ * process that accepted it (no fork since); a connected one (client 1), whose
+ * hello went out, has the answer awaited and the RDMA connection made at
+ * once, so that connect() need not wait for them. 0, or -1 when it cannot be
+ * listed (RSOCK_SETTLE_MS=0, no memory or descriptor): the caller settles
+ * the stream itself or leaves it to its first use. */
+int conn_settle_later(struct conn *c, int fd, int client);
+/* Before a fork: every connected stream still awaiting its answer settles. */
+void conn_fork_settle_clients(void);
 /* Around fork (init.c): the list's lock; the child drops the parent's list. */
 void conn_fork_lock(void);
 void conn_fork_unlock(void);

@@ -69,6 +69,7 @@ static void pid_cache_init(void)
  * the fork and first after it, so theirs never run with our locks held. */
 static void fork_prepare(void)
 {
+	conn_fork_settle_clients(); /* before any lock: it may need them all */
 	conn_fork_lock(); /* first: the thread it waits for may need the cm thread */
 	cm_fork_quiesce();
 	ep_fork_lock();

@@ -142,7 +142,7 @@ again:
 					atomic_store(&n->rcvbuf, b.rcvbuf);
 					atomic_store(&n->sndbuf, b.sndbuf);
 					atomic_store(&n->hello_due, 1);
-					conn_settle_later(n, nfd);
+					conn_settle_later(n, nfd, 0);
 				}
 				conn_unref(n);
 				errno = saved;
@@ -259,7 +259,7 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 	/* The peer runs librsock: the hello must follow the connection at
 	 * once, whatever the application does next (it may wait for the
 	 * server to speak first), so a non-blocking connect waits here for
-	 * the connection, bounded, and settles the stream before returning
+	 * the connection, bounded, and sends the hello before returning
 	 * EINPROGRESS. A connection that is not up in time stays on TCP and
 	 * never sends a hello (a late one would reach the server's
 	 * application as data). */
@@ -270,12 +270,36 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 		st = NULL;
 		why = RSOCK_FB_PEER;
 	}
+	if (st && !rdma_only) {
+		/* The hello goes now; its answer and the RDMA connection are
+		 * awaited by the library's thread, or at the stream's first use
+		 * if that comes first, not here: a client that opens several
+		 * streams before it uses any (iperf 2's -P) to a server that
+		 * accepts the next one only once the first one spoke waited the
+		 * whole handshake bound in connect(), then stayed on TCP. */
+		int w = cm_client_hello(st, fd);
+		if (w) {
+			st = NULL;
+			why = (enum rsock_fallback_reason)w;
+		} else {
+			pthread_mutex_lock(&c->lock);
+			c->client = st;
+			atomic_store(&c->hello_due, 1);
+			pthread_mutex_unlock(&c->lock);
+			/* Here, as before, when no thread can take it, or when
+			 * an epoll instance holds the stream already (added
+			 * before connect()): one sleeping on its kernel socket
+			 * would not see it turn into RDMA meanwhile. */
+			if (c->ep_items || conn_settle_later(c, fd, 1))
+				conn_settle(c, fd, 1);
+		}
+	} else if (st) {
+		client_settle(c, st, fd);
+	}
 	if (!st) {
 		atomic_store(&c->path, CONN_PATH_TCP);
 		stats_stream(0);
 		stats_fallback(why);
-	} else {
-		client_settle(c, st, fd);
 	}
 	if (rdma_only && atomic_load(&c->path) != CONN_PATH_RDMA) {
 		rsock_real.shutdown(fd, SHUT_RDWR);

@@ -147,6 +147,34 @@ nc_upload() {
 	rdma_crossed 1000
 }
 
+@test "iperf 2 -P 4: a client that opens all its streams before it uses one gets every one over RDMA, without waiting in connect()" {
+	# iperf 2's client connects its 4 streams before they send; its server
+	# accepts a stream only once the one before it sent its header. When
+	# connect() waited for the hello's answer, the second connect() waited
+	# the whole handshake bound (2 s) and its stream stayed on TCP.
+	require_cmd iperf
+	local port line t0 t1
+	port=$(free_port)
+	rdma_snapshot
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		iperf -s -B "$ADDR_B" -p "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	t0=$(date +%s%N)
+	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		iperf -c "$ADDR_B" -B "$ADDR_A" -p "$port" -t 2 -P 4 -f m >out.txt 2>&1 || {
+		cat out.txt >&2
+		false
+	}
+	t1=$(date +%s%N)
+	cat out.txt
+	grep -q 'SUM' out.txt
+	echo "# iperf -P 4 over librsock: $(grep -E 'SUM' out.txt | grep -oE '[0-9.]+ Mbits/sec' | tail -1), the run $(((t1 - t0) / 1000000)) ms" >&3
+	line=$(stats_line cli.log)
+	[[ "$line" == *"streams tcp=0 rdma=4 "* ]] || { echo "expected 4 RDMA streams: $line" >&2; false; }
+	stats_rdma cli.log 1000000 tx
+	rdma_crossed 1000
+}
+
 @test "curl against python3 -m http.server over RDMA: a 20 MB file, byte-exact" {
 	require_cmd curl python3
 	local port
