@@ -116,15 +116,13 @@ RSOCK_EXPORT void closefrom(int lo)
  * fprintf, fclose...) call read, write and close inside libc, where no
  * interposer sees them, so they would read the kernel socket of an RDMA
  * stream (nothing, or the client's hello on a server's stream not yet
- * settled) and write past the library. The stream goes to kernel TCP
- * first: a stream not settled yet declines RDMA (its hello is answered
- * with a refusal, both ends stay on TCP), an RDMA stream is handed over
- * (the SWITCH exchange). Returns the stream's transport if it was carried
- * by RDMA (now switched), else NULL. (A dup onto descriptor 0 or 1 does
+ * settled) and write past the library; the same holds for another process
+ * the descriptor is sent to (SCM_RIGHTS, io.c). The stream goes to kernel
+ * TCP first (shim_to_tcp, shim.h). (A dup onto descriptor 0 or 1 does
  * not count: bash does that for every redirection of a builtin, and reads
  * with read(); a program that reads stdin with stdio after such a dup is
  * not seen.) */
-static struct tp *stdio_takes(struct conn *c, int fd)
+struct tp *shim_to_tcp(struct conn *c, int fd, const char *who)
 {
 	struct tp *t;
 
@@ -132,9 +130,9 @@ static struct tp *stdio_takes(struct conn *c, int fd)
 		conn_settle(c, fd, 0);
 	t = atomic_load(&c->path) == CONN_PATH_RDMA ? c->tp : NULL;
 	if (t && !tp_switched(t)) {
-		log_debug("fd %d: stdio takes the stream: it moves to TCP", fd);
+		log_debug("fd %d: %s takes the stream: it moves to TCP", fd, who);
 		if (tp_handover(t))
-			log_warn_rl("fd %d: stdio takes an RDMA stream that could not move to TCP", fd);
+			log_warn_rl("fd %d: %s takes an RDMA stream that could not move to TCP", fd, who);
 	}
 	return t && tp_switched(t) ? t : NULL;
 }
@@ -222,7 +220,7 @@ RSOCK_EXPORT FILE *fdopen(int fd, const char *mode)
 	}
 	if (shim_fast(fd) || !(c = shim_conn(fd)))
 		return rsock_real.fdopen(fd, mode);
-	t = stdio_takes(c, fd);
+	t = shim_to_tcp(c, fd, "stdio");
 	f = rsock_real.fdopen(fd, mode);
 	if (f && reads && t)
 		prefix_to_file(t, f, fd);

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -188,15 +189,56 @@ RSOCK_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, __CONS
 	return sendto_slow(fd, buf, n, flags, addr, alen);
 }
 
+/* Descriptors sent to another process (SCM_RIGHTS: a master that accepts
+ * and hands each connection to a worker, as Node's cluster module does).
+ * The receiver has none of our state for them, so a stream among them
+ * goes to kernel TCP first (shim_to_tcp): one not settled yet declines
+ * RDMA, which loses nothing; an RDMA stream is handed over in order, but
+ * the bytes that came over RDMA and were not read yet stay readable here
+ * only (said in the log). */
+static RSOCK_COLD void pass_fds(const struct msghdr *msg)
+{
+	struct cmsghdr *cm;
+
+	if (!shim_active() || !msg->msg_control || msg->msg_controllen < sizeof(struct cmsghdr))
+		return;
+	for (cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+		    cm->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		const unsigned char *d = CMSG_DATA(cm);
+		for (size_t i = 0; i < n; i++) {
+			int pfd;
+			struct conn *c;
+			memcpy(&pfd, d + i * sizeof(int), sizeof(int));
+			if (!fdtab_maybe_tracked(pfd) || !(c = shim_conn(pfd)))
+				continue;
+			int role = atomic_load(&c->role);
+			if (role == CONN_ROLE_ACCEPTED || role == CONN_ROLE_CLIENT) {
+				log_debug("fd %d: sent to another process: its stream goes to TCP", pfd);
+				struct tp *t = shim_to_tcp(c, pfd, "another process");
+				if (t && tp_prefix_left(t))
+					log_warn_rl("fd %d: sent to another process with %zu bytes that came "
+						    "over RDMA unread: they stay readable in this process only",
+						    pfd, tp_prefix_left(t));
+			}
+			conn_unref(c);
+		}
+	}
+}
+
 static RSOCK_COLD ssize_t sendmsg_slow(int fd, const struct msghdr *msg, int flags)
 {
+	if (msg && msg->msg_controllen)
+		pass_fds(msg);
 	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, msg->msg_iov, (int)msg->msg_iovlen, flags),
 		REAL_CALL(sendmsg, fd, msg, flags));
 }
 
 RSOCK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	if (shim_fast(fd))
+	if (shim_fast(fd) && RSOCK_LIKELY(!msg || !msg->msg_controllen))
 		return rsock_real.sendmsg(fd, msg, flags);
 	return sendmsg_slow(fd, msg, flags);
 }
@@ -306,6 +348,9 @@ static RSOCK_COLD int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 	struct tp *t;
 	ssize_t r;
 
+	for (unsigned int i = 0; vec && i < vlen && i < 1024; i++)
+		if (vec[i].msg_hdr.msg_controllen)
+			pass_fds(&vec[i].msg_hdr);
 	t = io_begin(fd, &c);
 	if (t) {
 		r = shim_ret(rdma_mmsg(c, t, fd, vec, vlen, flags, 1));
@@ -318,9 +363,19 @@ static RSOCK_COLD int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 	return (int)r;
 }
 
+/* Whether a batch carries control data (descriptors to look at). The
+ * kernel sends at most UIO_MAXIOV (1024) messages of a batch. */
+static int mmsg_control(const struct mmsghdr *vec, unsigned int vlen)
+{
+	for (unsigned int i = 0; vec && i < vlen && i < 1024; i++)
+		if (vec[i].msg_hdr.msg_controllen)
+			return 1;
+	return 0;
+}
+
 RSOCK_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
-	if (shim_fast(fd))
+	if (shim_fast(fd) && RSOCK_LIKELY(!mmsg_control(vec, vlen)))
 		return rsock_real.sendmmsg(fd, vec, vlen, flags);
 	return sendmmsg_slow(fd, vec, vlen, flags);
 }

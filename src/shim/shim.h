@@ -66,6 +66,16 @@ static inline struct conn *shim_conn(int fd)
 	return c;
 }
 
+/* The stream of c (on fd) is about to be used where the library cannot
+ * follow (stdio, another process through SCM_RIGHTS): one not settled yet
+ * declines RDMA (both ends stay on TCP), an RDMA stream is handed over to
+ * TCP (the SWITCH exchange), in order. Returns the stream's transport if it
+ * was carried by RDMA (now switched: tp_prefix_left() bytes that came over
+ * RDMA are still to be read here), else NULL. who names the taker in the
+ * log. (fd.c) */
+struct tp;
+struct tp *shim_to_tcp(struct conn *c, int fd, const char *who);
+
 /* The one errno helper: r < 0 is -errno. */
 static inline long shim_ret(long r)
 {

@@ -482,6 +482,33 @@ PY
 	[[ "$(stats_line cli.log)" == *"streams tcp=0 rdma=3 "* ]]
 }
 
+@test "a master that hands each accepted stream to a worker (SCM_RIGHTS, as Node's cluster module) keeps every byte: the stream goes to TCP first" {
+	# test/rdma/passfd.py: the master accepts and sends each stream to a
+	# worker forked before; the worker has none of the library's state for
+	# it. Before, the worker read the client's hello as the request.
+	require_cmd python3
+	local port
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" \
+		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" \
+		python3 "$BATS_TEST_DIRNAME/passfd.py" srv "$ADDR_B" "$port" 4
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/passfd.py" cli "$ADDR_B" "$port" 4
+	echo "$output"
+	[ "$status" = 0 ] || { bg_output "$BG_PID"; false; }
+	[[ "$output" == *"4 answers, EOF"* ]]
+	wait_bg "$BG_PID" 30
+	grep -q 'worker: 4 echoed' "$BATS_TEST_TMPDIR/srv.out"
+	[ "$(grep -c 'sent to another process: its stream goes to TCP' srv.log)" -ge 4 ] || {
+		grep -v poll srv.log | tail -30 >&2
+		false
+	}
+	# every stream declined RDMA at the hand-off, and nothing was lost
+	stats_line cli.log
+	stats_line cli.log | grep -q 'streams tcp=4 rdma=0'
+}
+
 @test "Python's subprocess (vfork; the child closes every descriptor, or takes the stream as its stdin and stdout) leaves the server's RDMA stream intact" {
 	require_cmd python3
 	# subprocess forks with vfork: the child shares the server's memory,
