@@ -205,7 +205,8 @@ static void later_serve(struct later *l)
 	if (atomic_load(&l->c->hello_due) && atomic_load(&l->c->nfds) > 0 &&
 	    l->forks == atomic_load(&ho_forks)) {
 		if (l->client)
-			log_debug("connect: the answer to the hello is awaited (fd %d here)", l->fd);
+			log_debug("connect: stream (fd %d here) unused for %u ms: the answer to its hello "
+				  "is awaited now", l->fd, cm_settings.settle_ms);
 		else
 			log_debug("accept: stream (fd %d here) unused for %u ms: its hello is answered now",
 				  l->fd, cm_settings.settle_ms);
@@ -297,7 +298,7 @@ int conn_settle_later(struct conn *c, int fd, int client)
 	l->c = conn_ref(c);
 	l->client = client;
 	l->forks = atomic_load(&ho_forks);
-	l->due_ms = later_now_ms() + (client ? 0 : cm_settings.settle_ms);
+	l->due_ms = later_now_ms() + cm_settings.settle_ms;
 	pthread_mutex_lock(&later_lock);
 	if (later_start()) {
 		pthread_mutex_unlock(&later_lock);
@@ -306,7 +307,7 @@ int conn_settle_later(struct conn *c, int fd, int client)
 		free(l);
 		return -1;
 	}
-	/* The list stays in due order: a client's entry is due now. */
+	/* The list stays in due order. */
 	struct later **pp = &later_head;
 	while (*pp && (*pp)->due_ms <= l->due_ms)
 		pp = &(*pp)->next;

@@ -272,8 +272,8 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 	}
 	if (st && !rdma_only) {
 		/* The hello goes now; its answer and the RDMA connection are
-		 * awaited by the library's thread, or at the stream's first use
-		 * if that comes first, not here: a client that opens several
+		 * awaited at the stream's first use, or by the library's thread
+		 * if the stream is still unused after RSOCK_SETTLE_MS, not here: a client that opens several
 		 * streams before it uses any (iperf 2's -P) to a server that
 		 * accepts the next one only once the first one spoke waited the
 		 * whole handshake bound in connect(), then stayed on TCP. */
