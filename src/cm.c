@@ -1085,7 +1085,7 @@ static int client_prepare(struct cm_client *c, const struct cm_bufs *bufs)
 
 /* The stream's QP: its own (tp_prepare_qp, INIT on the bound data id's
  * device port), not the id's: the data id may be replaced before it
- * connects (a wrong hint, cm_client_finish), and the QP does not have to
+ * connects (a wrong hint, cm_client_await), and the QP does not have to
  * follow. 0 or a fallback reason. */
 static int client_qp(struct cm_client *c)
 {
@@ -1270,7 +1270,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		/* Bound to the wildcard address with a port (dig binds
 		 * 0.0.0.0:0, which takes a port at once): the kernel picks the
 		 * route's source at connect(), and the beacon must record that
-		 * address, not 0.0.0.0. cm_client_finish checks the guess. */
+		 * address, not 0.0.0.0. cm_client_hello checks the guess. */
 		uint16_t port = sa_port((struct sockaddr *)&c->local);
 		memcpy(&c->local, &c->src, sizeof(c->src));
 		sa_set_port((struct sockaddr *)&c->local, port);
@@ -1450,17 +1450,6 @@ fail:
 fail_nocancel:
 	client_free(c);
 	return why;
-}
-
-int cm_client_finish(struct cm_client *c, int fd, struct tp **out, int *stale_ack)
-{
-	int why;
-
-	*out = NULL;
-	*stale_ack = 0;
-	if ((why = cm_client_hello(c, fd)))
-		return why;
-	return cm_client_await(c, fd, 1, out, stale_ack);
 }
 
 /* ---- server ---------------------------------------------------------------- */

@@ -33,9 +33,9 @@ extern struct cm_settings cm_settings RSOCK_HIDDEN;
 /* Client: before the real connect(). Decides whether to try RDMA with the
  * peer at addr, and if so binds fd to the local address of the route (an
  * unbound socket only) and probes the peer. Returns 1 when the peer runs
- * librsock (continue with cm_client_finish after the TCP connection is up),
+ * librsock (continue with cm_client_hello after the TCP connection is up),
  * 0 when the stream stays on TCP (*why set), or -errno. *state receives an
- * opaque object to pass to cm_client_finish / cm_client_abandon. */
+ * opaque object to pass to cm_client_hello / cm_client_abandon. */
 struct cm_client;
 
 /* The socket buffer sizes the application asked for (SO_RCVBUF, SO_SNDBUF;
@@ -49,18 +49,15 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		    struct cm_client **state,
 		    enum rsock_fallback_reason *why);
 
-/* Client: the TCP connection is up. Runs the hello exchange and the RDMA
- * connection (bounded by handshake_ms). Returns 0 with *out, or a positive
- * fallback reason (stream stays on TCP; *stale_ack set when a late answer
- * from the server may still arrive first on TCP and must be dropped).
- * Always consumes state. */
-int cm_client_finish(struct cm_client *state, int fd, struct tp **out, int *stale_ack);
-/* cm_client_finish in two steps: the hello goes out (0, or a fallback
- * reason, state consumed), then the answer and the RDMA connection, by the
- * same deadline (handshake_ms from the hello), whenever the stream is first
- * used or a thread of the library gets to it (conn.c). rdma_ok 0 declines
- * RDMA after the answer (the stream goes to exec or stdio). Always consumes
- * state. */
+/* Client: the TCP connection is up. cm_client_hello sends the hello (0, or
+ * a fallback reason: the stream stays on TCP, state consumed).
+ * cm_client_await then reads the answer and makes the RDMA connection, by
+ * the hello's deadline (handshake_ms from it), at the stream's first use or
+ * when a thread of the library gets to it (conn.c): 0 with *out, or a
+ * fallback reason (the stream stays on TCP; *stale_ack set when a late
+ * answer from the server may still arrive first on TCP and must be
+ * dropped). rdma_ok 0 declines RDMA after the answer (the stream goes to
+ * exec, stdio or another process). Always consumes state. */
 int cm_client_hello(struct cm_client *state, int fd);
 int cm_client_await(struct cm_client *state, int fd, int rdma_ok, struct tp **out, int *stale_ack);
 void cm_client_abandon(struct cm_client *state);

@@ -194,27 +194,6 @@ RSOCK_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 	return accept_common(fd, addr, len, flags, 1);
 }
 
-/* Settle a connected client stream: RDMA when the handshake succeeds, TCP
- * otherwise. Caller holds a reference on c. */
-static void client_settle(struct conn *c, struct cm_client *st, int fd)
-{
-	struct tp *t = NULL;
-	int stale = 0, why = cm_client_finish(st, fd, &t, &stale);
-
-	pthread_mutex_lock(&c->lock);
-	if (why == 0) {
-		c->tp = t;
-		atomic_store(&c->path, CONN_PATH_RDMA);
-		ep_stream_converted();
-	} else {
-		c->stale_ack = stale;
-		atomic_store(&c->path, CONN_PATH_TCP);
-		stats_fallback((enum rsock_fallback_reason)why);
-	}
-	pthread_mutex_unlock(&c->lock);
-	stats_stream(why == 0);
-}
-
 /* Wait (bounded by the handshake time) for a non-blocking connect to
  * complete. Returns 1 when the connection is up, 0 otherwise (refused,
  * unreachable, too slow): the error, if any, stays for SO_ERROR. */
@@ -270,13 +249,14 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 		st = NULL;
 		why = RSOCK_FB_PEER;
 	}
-	if (st && !rdma_only) {
+	if (st) {
 		/* The hello goes now; its answer and the RDMA connection are
-		 * awaited at the stream's first use, or by the library's thread
-		 * if the stream is still unused after RSOCK_SETTLE_MS, not here: a client that opens several
-		 * streams before it uses any (iperf 2's -P) to a server that
-		 * accepts the next one only once the first one spoke waited the
-		 * whole handshake bound in connect(), then stayed on TCP. */
+		 * awaited at the stream's first use, or by the library's
+		 * thread if the stream is still unused after RSOCK_SETTLE_MS,
+		 * not here: a client that opens several streams before it uses
+		 * any (iperf 2's -P) to a server that accepts the next one only
+		 * once the first one spoke waited the whole handshake bound in
+		 * connect(), then stayed on TCP. */
 		int w = cm_client_hello(st, fd);
 		if (w) {
 			st = NULL;
@@ -286,15 +266,14 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 			c->client = st;
 			atomic_store(&c->hello_due, 1);
 			pthread_mutex_unlock(&c->lock);
-			/* Here, as before, when no thread can take it, or when
-			 * an epoll instance holds the stream already (added
-			 * before connect()): one sleeping on its kernel socket
-			 * would not see it turn into RDMA meanwhile. */
-			if (c->ep_items || conn_settle_later(c, fd, 1))
+			/* Here, as before: with RSOCK_MODE=rdma (connect()
+			 * fails unless the stream is RDMA), when no thread can
+			 * take it, or when an epoll instance holds the stream
+			 * already (added before connect()): one sleeping on its
+			 * kernel socket would not see it turn into RDMA. */
+			if (rdma_only || c->ep_items || conn_settle_later(c, fd, 1))
 				conn_settle(c, fd, 1);
 		}
-	} else if (st) {
-		client_settle(c, st, fd);
 	}
 	if (!st) {
 		atomic_store(&c->path, CONN_PATH_TCP);
