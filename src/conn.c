@@ -127,7 +127,7 @@ int conn_eligible(int domain, int type, int protocol)
 	       (protocol == 0 || protocol == IPPROTO_TCP);
 }
 
-/* ---- accepted streams nobody uses (doc/design.md section 8) -------------
+/* ---- streams nobody uses (doc/design.md section 8) ----------------------
  * An accepted stream answers its client's hello at its first use, in the
  * process that uses it (fork-after-accept servers). A server that leaves
  * the stream alone until the client does something else first (qperf waits
@@ -137,8 +137,11 @@ int conn_eligible(int domain, int type, int protocol)
  * put on a list that a thread of the process serves: when it is still
  * unused after RSOCK_SETTLE_MS, no fork happened since it was accepted (a
  * child may be the user), and the application still holds it, the thread
- * answers the hello itself. It works on a duplicate of its own, so that a
- * descriptor number the application closed and reused is never touched. */
+ * answers the hello itself. A connected stream, whose connect() returned
+ * once its hello was sent, goes on the same list: unused after
+ * RSOCK_SETTLE_MS, the thread awaits the answer. The thread works on a
+ * duplicate of its own, so that a descriptor number the application closed
+ * and reused is never touched. */
 
 struct later {
 	struct later *next, **pprev;
@@ -307,17 +310,11 @@ int conn_settle_later(struct conn *c, int fd, int client)
 		free(l);
 		return -1;
 	}
-	/* The list stays in due order. */
-	struct later **pp = &later_head;
-	while (*pp && (*pp)->due_ms <= l->due_ms)
-		pp = &(*pp)->next;
-	l->pprev = pp;
-	l->next = *pp;
-	if (*pp)
-		(*pp)->pprev = &l->next;
-	else
-		later_tail = &l->next;
-	*pp = l;
+	/* Every entry waits the same RSOCK_SETTLE_MS on the monotonic clock:
+	 * appended, the list stays in due order. */
+	l->pprev = later_tail;
+	*later_tail = l;
+	later_tail = &l->next;
 	c->later = l;
 	atomic_store_explicit(&c->later_on, 1, memory_order_release);
 	if (later_head == l)
