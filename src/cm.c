@@ -498,7 +498,6 @@ struct pending {
 
 static struct rdma_event_channel *cm_ch;
 static int cm_ucm = -1; /* the beacons' connection-manager file (ucm.h) */
-static pthread_t cm_thread;
 static int cm_thread_pid; /* the process the thread runs in */
 static int cm_reap_fd = -1; /* eventfd: closed streams wait for the thread (tp_reap) */
 static _Atomic pid_t cm_reap_pid; /* the process whose thread watches cm_reap_fd */
@@ -703,7 +702,6 @@ static void *cm_main(void *arg)
  * child after fork, where the parent's thread does not exist). Caller holds cm_lock. */
 static int cm_start(void)
 {
-	sigset_t all, old;
 	int rc;
 
 	if (cm_ch && cm_thread_pid == rsock_pid())
@@ -720,21 +718,10 @@ static int cm_start(void)
 	if (cm_reap_fd >= 0)
 		fdtab_close_own(cm_reap_fd);
 	cm_reap_fd = fdtab_own_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-	sem_init(&cm_up, 0, 0);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
-	rc = -pthread_create(&cm_thread, NULL, cm_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
-		return rc;
 	/* Return only once the thread runs cm_main: a fork before that (nginx
-	 * forks its workers right after listen()) would not park it, and a
-	 * child forked while it was inside ASan's allocator in its start-up
-	 * code inherited that allocator's lock held: the child's own cm thread
-	 * then waited for it for ever. The thread needs no lock to get there. */
-	while (sem_wait(&cm_up) && errno == EINTR)
-		;
-	pthread_detach(cm_thread);
+	 * forks its workers right after listen()) would not park it either. */
+	if ((rc = rsock_thread_start(cm_main, &cm_up)))
+		return rc;
 	cm_thread_pid = rsock_pid();
 	if (cm_reap_fd >= 0)
 		atomic_store(&cm_reap_pid, cm_thread_pid);

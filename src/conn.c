@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <semaphore.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -224,7 +223,7 @@ static void *later_main(void *arg)
 {
 	(void)arg;
 	rsock_guard_enter(); /* this thread's libc calls are the library's own */
-	sem_post(&later_up); /* past its start-up code: see later_start */
+	sem_post(&later_up); /* past its start-up code: see rsock_thread_start */
 	pthread_mutex_lock(&later_lock);
 	for (;;) {
 		struct later *l = later_head;
@@ -259,8 +258,6 @@ static void *later_main(void *arg)
 static int later_start(void)
 {
 	pthread_condattr_t ca;
-	pthread_t th;
-	sigset_t all, old;
 	int rc;
 
 	if (later_pid == rsock_pid())
@@ -269,21 +266,8 @@ static int later_start(void)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&later_cond, &ca);
 	pthread_condattr_destroy(&ca);
-	sem_init(&later_up, 0, 0);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
-	rc = -pthread_create(&th, NULL, later_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
+	if ((rc = rsock_thread_start(later_main, &later_up)))
 		return rc;
-	/* Return only once the thread is past its start-up code (the C
-	 * library's, a sanitizer runtime's): a fork-after-accept server forks
-	 * right after accept() returns, and a child forked while the thread
-	 * was inside a sanitizer's allocator would inherit its lock held (as
-	 * cm_start explains). The thread needs no lock to get there. */
-	while (sem_wait(&later_up) && errno == EINTR)
-		;
-	pthread_detach(th);
 	later_pid = rsock_pid();
 	return 0;
 }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -155,6 +156,25 @@ int rsock_init(void)
 	while ((st = atomic_load_explicit(&rsock_init_state, memory_order_acquire)) < INIT_READY)
 		sched_yield();
 	return st;
+}
+
+int rsock_thread_start(void *(*fn)(void *), sem_t *up)
+{
+	pthread_t th;
+	sigset_t all, old;
+	int rc;
+
+	sem_init(up, 0, 0);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes no signals */
+	rc = -pthread_create(&th, NULL, fn, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return rc;
+	while (sem_wait(up) && errno == EINTR)
+		;
+	pthread_detach(th);
+	return 0;
 }
 
 __attribute__((constructor)) static void rsock_constructor(void)

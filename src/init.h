@@ -7,6 +7,7 @@
 #ifndef RSOCK_INIT_H
 #define RSOCK_INIT_H
 
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <sys/types.h>
 
@@ -80,5 +81,16 @@ static inline void rsock_guard_leave(int prev)
 {
 	rsock_in_lib = prev;
 }
+
+/* Start one of the library's threads (the cm thread, the settling thread):
+ * it runs fn with every signal blocked, and the call returns only once fn
+ * has posted *up, i.e. once the thread is past its start-up code (the C
+ * library's, a sanitizer runtime's). A process may fork as soon as the
+ * call returns (nginx forks its workers right after listen(), a
+ * fork-after-accept server right after accept()); a child forked while the
+ * new thread was still inside a sanitizer's allocator inherited that
+ * allocator's lock held and hung. fn must post *up before it takes any
+ * lock. 0 or -errno. */
+int rsock_thread_start(void *(*fn)(void *), sem_t *up) RSOCK_HIDDEN;
 
 #endif
