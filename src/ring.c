@@ -14,6 +14,9 @@
 #endif
 #include <errno.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "ring.h"
 
@@ -80,6 +83,30 @@ int ring_produce(struct ring *r, uint32_t len)
 	return 0;
 }
 
+void ring_copy(void *dst, const void *src, size_t n)
+{
+#if defined(__x86_64__) && defined(__SSE2__)
+	if (n >= RING_COPY_MIN) {
+		__m128i *d = dst;
+		const __m128i *s = src;
+		size_t blocks = n / 64;
+
+		for (size_t i = 0; i < blocks; i++, d += 4, s += 4) {
+			__m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+			__m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+			_mm_storeu_si128(d, a);
+			_mm_storeu_si128(d + 1, b);
+			_mm_storeu_si128(d + 2, c);
+			_mm_storeu_si128(d + 3, e);
+		}
+		dst = d;
+		src = s;
+		n -= blocks * 64;
+	}
+#endif
+	memcpy(dst, src, n);
+}
+
 /* Returns the number of bytes copied: min(len, ring_used(r)). */
 size_t ring_peek(const struct ring *r, void *dst, size_t len)
 {
@@ -93,9 +120,9 @@ size_t ring_peek(const struct ring *r, void *dst, size_t len)
 	if (!len)
 		return 0;
 	split(r->size, r->head, (uint32_t)len, s);
-	memcpy(dst, r->buf + s[0].off, s[0].len);
+	ring_copy(dst, r->buf + s[0].off, s[0].len);
 	if (s[1].len)
-		memcpy((uint8_t *)dst + s[0].len, r->buf, s[1].len);
+		ring_copy((uint8_t *)dst + s[0].len, r->buf, s[1].len);
 	return len;
 }
 
@@ -124,7 +151,7 @@ size_t ring_peek_iov(const struct ring *r, const struct iovec *iov, int iovcnt, 
 				n = left;
 			if (n > want - done)
 				n = want - done;
-			memcpy(dst, r->buf + off, n);
+			ring_copy(dst, r->buf + off, n);
 			dst += n;
 			left -= n;
 			done += n;
@@ -157,9 +184,9 @@ int ring_write(struct ring *r, const void *src, uint32_t len, struct ring_span o
 		return -ENOSPC;
 	split(r->size, r->tail, len, s);
 	if (s[0].len)
-		memcpy(r->buf + s[0].off, src, s[0].len);
+		ring_copy(r->buf + s[0].off, src, s[0].len);
 	if (s[1].len)
-		memcpy(r->buf, (const uint8_t *)src + s[0].len, s[1].len);
+		ring_copy(r->buf, (const uint8_t *)src + s[0].len, s[1].len);
 	r->tail += len;
 	if (out) {
 		out[0] = s[0];

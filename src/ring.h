@@ -59,6 +59,14 @@ static inline uint64_t ring_free(const struct ring *r) { return r->size - (r->ta
  * when len exceeds the free space (a hostile or broken peer). */
 int ring_produce(struct ring *r, uint32_t len);
 
+/* Copy n bytes between non-overlapping buffers: every copy into or out of a
+ * ring goes through it. memcpy below RING_COPY_MIN; above it, on x86-64, a
+ * loop of 16-byte SSE2 moves instead of glibc's `rep movsb` path, which an
+ * emulated CPU (QEMU's TCG) runs a byte at a time, ten times slower
+ * (doc/design.md section 9). */
+#define RING_COPY_MIN 2048u
+void ring_copy(void *dst, const void *src, size_t n);
+
 /* Copy up to len bytes from head into dst without consuming. Returns the count. */
 size_t ring_peek(const struct ring *r, void *dst, size_t len);
 /* Copy into an iovec array (at most max bytes) without consuming; returns the count. */

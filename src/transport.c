@@ -973,7 +973,7 @@ static void iov_gather(const struct iovec *iov, int iovcnt, size_t skip, void *d
 		size_t n = iov[i].iov_len - skip;
 		if (n > len)
 			n = len;
-		memcpy(d, (const uint8_t *)iov[i].iov_base + skip, n);
+		ring_copy(d, (const uint8_t *)iov[i].iov_base + skip, n);
 		d += n;
 		len -= n;
 		skip = 0;

@@ -321,6 +321,31 @@ static void test_peek_iov(void **state)
 /* A long random run against a simple model. */
 /* Ring sizes from SO_RCVBUF/SO_SNDBUF: the default when never set, else a
  * power of two covering the request, within the floor and the ceiling. */
+/* ring_copy: every length around RING_COPY_MIN and its 64-byte blocks, at
+ * every alignment of source and destination, copies exactly n bytes. */
+static void test_copy(void **state)
+{
+	enum { MAX = 3 * RING_COPY_MIN + 200 };
+	static uint8_t src[MAX + 64], dst[MAX + 64 + 2];
+	static const size_t lens[] = {0, 1, 15, 16, 63, 64, 65, RING_COPY_MIN - 1, RING_COPY_MIN,
+				      RING_COPY_MIN + 1, RING_COPY_MIN + 63, RING_COPY_MIN + 64,
+				      2 * RING_COPY_MIN + 17, MAX};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(src); i++)
+		src[i] = (uint8_t)(i * 7 + 3);
+	for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+		for (size_t so = 0; so < 17; so += 3)
+			for (size_t dof = 0; dof < 17; dof += 5) {
+				size_t n = lens[li];
+				memset(dst, 0xa5, sizeof(dst));
+				ring_copy(dst + 1 + dof, src + so, n);
+				assert_memory_equal(dst + 1 + dof, src + so, n);
+				assert_int_equal(dst[dof], 0xa5); /* nothing before */
+				assert_int_equal(dst[1 + dof + n], 0xa5); /* nothing after */
+			}
+}
+
 static void test_size_for(void **state)
 {
 	(void)state;
@@ -383,6 +408,7 @@ int main(void)
 		cmocka_unit_test(test_peek_iov),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_size_for),
+		cmocka_unit_test(test_copy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
