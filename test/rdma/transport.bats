@@ -482,10 +482,11 @@ PY
 	[[ "$(stats_line cli.log)" == *"streams tcp=0 rdma=3 "* ]]
 }
 
-@test "a master that hands each accepted stream to a worker (SCM_RIGHTS, as Node's cluster module) keeps every byte: the stream goes to TCP first" {
+@test "a master that hands each accepted stream to a worker (SCM_RIGHTS with sendmsg and sendmmsg, as Node's cluster module) keeps every byte: the stream goes to TCP first" {
 	# test/rdma/passfd.py: the master accepts and sends each stream to a
-	# worker forked before; the worker has none of the library's state for
-	# it. Before, the worker read the client's hello as the request.
+	# worker forked before, alternately with sendmsg and sendmmsg; the
+	# worker has none of the library's state for it. Before, the worker
+	# read the client's hello as the request.
 	require_cmd python3
 	local port
 	port=$(free_port)
