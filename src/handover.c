@@ -71,9 +71,13 @@ static int pre_map(int fd, size_t map_len, struct ho_pre **out)
 	return 0;
 }
 
-int ho_pre_new(const void *p1, size_t len1, const void *p2, size_t len2, struct ho_pre **out)
+int ho_pre_new(const struct iovec *v, int n, struct ho_pre **out)
 {
-	size_t len = len1 + len2, map_len = sizeof(struct ho_shm) + len;
+	size_t len = 0, map_len, at = 0;
+
+	for (int i = 0; i < n; i++)
+		len += v[i].iov_len;
+	map_len = sizeof(struct ho_shm) + len;
 	int fd = memfd_create("rsock-prefix", MFD_CLOEXEC);
 	int rc;
 
@@ -84,9 +88,11 @@ int ho_pre_new(const void *p1, size_t len1, const void *p2, size_t len2, struct 
 		fdtab_close_own(fd);
 		return rc;
 	}
-	memcpy((*out)->shm->data, p1, len1);
-	if (len2)
-		memcpy((*out)->shm->data + len1, p2, len2);
+	for (int i = 0; i < n; i++) {
+		if (v[i].iov_len)
+			memcpy((*out)->shm->data + at, v[i].iov_base, v[i].iov_len);
+		at += v[i].iov_len;
+	}
 	(*out)->shm->len = len;
 	atomic_store(&(*out)->shm->head, 0);
 	(*out)->shm->magic = HO_MAGIC;

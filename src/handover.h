@@ -28,9 +28,10 @@
 /* ---- the prefix ---- */
 struct ho_pre;
 
-/* A prefix holding a copy of the len1 + len2 bytes at p1, p2 (the unread part
- * of a ring, possibly wrapped). Returns 0 and *out, or -errno. */
-int ho_pre_new(const void *p1, size_t len1, const void *p2, size_t len2, struct ho_pre **out);
+/* A prefix holding a copy of the bytes of the n pieces in v, in order (the
+ * unread parts of a stream's spill and ring, each possibly wrapped). Returns
+ * 0 and *out, or -errno. */
+int ho_pre_new(const struct iovec *v, int n, struct ho_pre **out);
 /* Map the prefix in memfd (which stays open, close-on-exec, owned by the
  * prefix). -EPROTO when it is not a valid prefix. */
 int ho_pre_open(int memfd, struct ho_pre **out);

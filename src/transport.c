@@ -30,6 +30,8 @@
 #define TP_CTL_RESERVE 2 /* send-queue slots kept for credits and FIN */
 #define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
 #define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
+#define TP_SPILL_MAX (8u << 20) /* the most a stream keeps read beyond its ring */
+#define TP_SPILL_AFTER_MS 20    /* a blocked send's wait before it spills */
 
 struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500, .ring_cache = 8,
 				  .zcopy_kb = 256};
@@ -44,6 +46,8 @@ static void mem_free(struct tp *t)
 {
 	if (t->mem)
 		munmap(t->mem, t->mem_len);
+	if (t->spill.buf)
+		munmap(t->spill.buf, t->spill.size);
 }
 
 /* ---- released ring sets, kept for the next stream ---------------------------
@@ -960,6 +964,57 @@ static void maybe_credit(struct tp *t)
 		send_credit(t);
 }
 
+/* Unread bytes: the spill's, then the ring's. */
+static uint64_t unread(const struct tp *t)
+{
+	return ring_used(&t->spill) + ring_used(&t->rx);
+}
+
+/* Room left in the spill (it is mapped at its first use). */
+static uint64_t spill_room(const struct tp *t)
+{
+	return t->spill.buf ? ring_free(&t->spill) : TP_SPILL_MAX;
+}
+
+/* A blocking send that waited TP_SPILL_AFTER_MS for room while our own ring
+ * holds unread bytes: the peer may be blocked the same way, each waiting for
+ * the other to read (an echo server, and a client that writes its whole
+ * request before it reads). Kernel TCP's buffers, megabytes, absorb that;
+ * the rings alone would deadlock both. So the unread bytes move into the
+ * spill (unregistered memory, at most TP_SPILL_MAX, read before the ring)
+ * and the peer gets their credit. Returns the bytes moved. Caller holds the
+ * lock. */
+static uint64_t spill(struct tp *t)
+{
+	uint64_t n = ring_used(&t->rx), room = spill_room(t);
+	struct ring_span sp[2];
+
+	if (n > room)
+		n = room;
+	if (!n)
+		return 0;
+	if (!t->spill.buf) {
+		void *m = mmap(NULL, TP_SPILL_MAX, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED || ring_init(&t->spill, m, TP_SPILL_MAX)) {
+			if (m != MAP_FAILED)
+				munmap(m, TP_SPILL_MAX);
+			return 0;
+		}
+	}
+	uint32_t off = (uint32_t)(t->rx.head & (t->rx.size - 1));
+	uint32_t l1 = n < t->rx.size - off ? (uint32_t)n : t->rx.size - off;
+	ring_write(&t->spill, t->rx.buf + off, l1, sp);
+	if (n > l1)
+		ring_write(&t->spill, t->rx.buf, (uint32_t)(n - l1), sp);
+	ring_consume(&t->rx, (size_t)n);
+	t->rx_unacked += n;
+	send_credit(t);
+	log_debug("fd %d: a blocked send: %llu unread bytes kept beyond the ring (%llu in all)",
+		  t->tcp_fd, (unsigned long long)n, (unsigned long long)ring_used(&t->spill));
+	return n;
+}
+
 /* Copy len bytes starting at byte `skip` of iov into dst. */
 static void iov_gather(const struct iovec *iov, int iovcnt, size_t skip, void *dst, size_t len)
 {
@@ -1181,13 +1236,22 @@ static int switch_locked(struct tp *t, int have_total, uint64_t peer_total)
 		if (!rc && t->rx.tail != peer_total)
 			rc = -EPROTO; /* more arrived than the peer says it sent */
 	}
-	if (!rc && ring_used(&t->rx)) {
-		uint64_t used = ring_used(&t->rx);
-		uint32_t off = (uint32_t)(t->rx.head & (t->rx.size - 1));
-		size_t l1 = used < t->rx.size - off ? (size_t)used : t->rx.size - off;
-		rc = ho_pre_new(t->rx.buf + off, l1, t->rx.buf, (size_t)used - l1, &t->pre);
-		if (!rc)
-			ring_consume(&t->rx, (size_t)used);
+	if (!rc && unread(t)) {
+		/* the spill's bytes, then the ring's, each possibly wrapped */
+		struct iovec v[4];
+		const struct ring *rs[2] = {&t->spill, &t->rx};
+		for (int i = 0; i < 2; i++) {
+			uint64_t used = ring_used(rs[i]);
+			uint32_t off = used ? (uint32_t)(rs[i]->head & (rs[i]->size - 1)) : 0;
+			size_t l1 = used < rs[i]->size - off ? (size_t)used : rs[i]->size - off;
+			v[2 * i] = (struct iovec){used ? rs[i]->buf + off : NULL, used ? l1 : 0};
+			v[2 * i + 1] = (struct iovec){rs[i]->buf, used ? (size_t)used - l1 : 0};
+		}
+		rc = ho_pre_new(v, 4, &t->pre);
+		if (!rc) {
+			ring_consume(&t->spill, (size_t)ring_used(&t->spill));
+			ring_consume(&t->rx, (size_t)ring_used(&t->rx));
+		}
 	}
 	if (rc) {
 		log_warn("fd %d: the stream could not be moved to TCP (%s): it is shut down",
@@ -1515,6 +1579,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	ssize_t r = 0;
 	int64_t deadline = 0;
 	int deadline_set = 0;
+	int64_t spill_at = 0;
 	struct zc_span zc = {.off = SIZE_MAX};
 
 	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
@@ -1562,16 +1627,32 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		int from_zc = zc.mr && done < zc.end;
 		n = send_room(t, from_zc ? zc.end - done : want - done, from_zc);
 		if (!n) {
+			int64_t wait_until;
 			if (nonblock)
 				break;
 			/* SO_SNDTIMEO: what was sent, else EAGAIN, as TCP */
 			if (!deadline_set) {
 				deadline = timeo_deadline(t, SO_SNDTIMEO);
 				deadline_set = 1;
+				spill_at = mono_ns() + TP_SPILL_AFTER_MS * 1000000LL;
 			}
 			if (timed_out(deadline))
 				break;
-			if (wait_event(t, deadline) == -EINTR && intr_fails(deadline)) {
+			/* Our unread bytes go aside once we have waited a while
+			 * (spill(): both ends may be waiting for the other). */
+			wait_until = deadline;
+			if (spill_at && ring_used(&t->rx) && spill_room(t)) {
+				if (mono_ns() >= spill_at) {
+					if (spill(t))
+						continue;
+					spill_at = 0; /* no memory for it: wait as before */
+				} else if (!wait_until || spill_at < wait_until) {
+					wait_until = spill_at;
+				}
+			}
+			if (spill_at && t->rx_unacked && mono_ns() >= spill_at)
+				send_credit(t); /* a spill's credit the send queue had no room for */
+			if (wait_event(t, wait_until) == -EINTR && intr_fails(deadline)) {
 				r = -EINTR; /* what was sent, else EINTR, as TCP */
 				break;
 			}
@@ -1635,7 +1716,8 @@ out:
 }
 
 /* Copy from the receive ring into iov starting at byte `skip` of iov. */
-static size_t ring_to_iov(struct tp *t, const struct iovec *iov, int iovcnt, size_t skip, size_t max)
+static size_t ring_to_iov(const struct ring *r, const struct iovec *iov, int iovcnt, size_t skip,
+			  size_t max)
 {
 	struct iovec tmp[64];
 	int n = 0;
@@ -1650,7 +1732,36 @@ static size_t ring_to_iov(struct tp *t, const struct iovec *iov, int iovcnt, siz
 		skip = 0;
 		n++;
 	}
-	return ring_peek_iov(&t->rx, tmp, n, max);
+	return ring_peek_iov(r, tmp, n, max);
+}
+
+/* Copy unread bytes (the spill's, then the ring's) into iov from byte `skip`
+ * of iov, at most max; returns the count. */
+static size_t unread_to_iov(struct tp *t, const struct iovec *iov, int iovcnt, size_t skip, size_t max)
+{
+	size_t k = 0;
+
+	if (ring_used(&t->spill))
+		k = ring_to_iov(&t->spill, iov, iovcnt, skip, max);
+	if (k < max && k == ring_used(&t->spill))
+		k += ring_to_iov(&t->rx, iov, iovcnt, skip + k, max - k);
+	return k;
+}
+
+/* Consume n unread bytes, the spill's first; the ring's are owed to the peer. */
+static void unread_consume(struct tp *t, size_t n)
+{
+	size_t s = (size_t)ring_used(&t->spill);
+
+	if (s) {
+		s = n < s ? n : s;
+		ring_consume(&t->spill, s);
+		n -= s;
+	}
+	if (n) {
+		ring_consume(&t->rx, n);
+		t->rx_unacked += n;
+	}
 }
 
 ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
@@ -1685,18 +1796,16 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			r = sw_recv(t, iov, iovcnt, done, flags);
 			return r < 0 ? (done ? (ssize_t)done : r) : (ssize_t)done + r;
 		}
-		if (ring_used(&t->rx)) {
+		if (unread(t)) {
 			/* MSG_TRUNC: TCP discards (or, with MSG_PEEK, counts)
 			 * without touching the buffer, which may be NULL */
-			size_t n = flags & MSG_TRUNC ? (ring_used(&t->rx) < want - done ? (size_t)ring_used(&t->rx)
-											: want - done)
-						     : ring_to_iov(t, iov, iovcnt, done, want - done);
+			size_t n = flags & MSG_TRUNC ? (unread(t) < want - done ? (size_t)unread(t) : want - done)
+						     : unread_to_iov(t, iov, iovcnt, done, want - done);
 			if (flags & MSG_PEEK) {
 				done += n;
 				break;
 			}
-			ring_consume(&t->rx, n);
-			t->rx_unacked += n;
+			unread_consume(t, n);
 			done += n;
 			maybe_credit(t);
 			if (!(flags & MSG_WAITALL) || done == want)
@@ -1763,7 +1872,7 @@ static short ready_locked(struct tp *t)
 {
 	short ev = 0;
 
-	if (ring_used(&t->rx) || t->eof || t->peer_gone || t->err || t->rd_shut)
+	if (unread(t) || t->eof || t->peer_gone || t->err || t->rd_shut)
 		ev |= POLLIN | POLLRDNORM;
 	if (t->eof || t->peer_gone || t->rd_shut)
 		ev |= POLLRDHUP;
@@ -1896,7 +2005,7 @@ int tp_readable_bytes(struct tp *t)
 	}
 	pthread_mutex_lock(&t->lock);
 	progress(t);
-	n = ring_used(&t->rx);
+	n = unread(t);
 	pthread_mutex_unlock(&t->lock);
 	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
@@ -2077,7 +2186,7 @@ void tp_close(struct tp *t, int abort)
 		struct linger lg = {0, 0};
 		socklen_t ll = sizeof(lg);
 		progress(t);
-		abort |= ring_used(&t->rx) > 0;
+		abort |= unread(t) > 0;
 		/* SO_LINGER {1, 0}: the application asked for a reset. */
 		if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 &&
 		    lg.l_onoff && !lg.l_linger)

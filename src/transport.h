@@ -103,6 +103,8 @@ struct tp {
 	struct ibv_mr *tx_mr;        /* local only */
 	struct ring rx;              /* what the peer wrote and we have not read */
 	struct ring tx;              /* staging copies not yet completed */
+	struct ring spill;           /* unread bytes moved out of rx, read before it
+	                              * (a blocked send's way out: tp_send) */
 
 	struct ring_remote peer;     /* the peer's receive ring */
 	uint64_t peer_addr;

@@ -510,6 +510,37 @@ PY
 	stats_line cli.log | grep -q 'streams tcp=4 rdma=0'
 }
 
+@test "a client that writes a 3 MB request before it reads, to an echo server (both blocking): echoed intact over RDMA, as kernel TCP's buffers allow" {
+	# test/rdma/echoall.py: 3 MB is twelve times a ring. Both ends block in
+	# a write, each waiting for the other to read; a blocked send moves its
+	# own unread bytes out of the ring, so the peer can send on (spill).
+	require_cmd python3
+	local port
+	port=$(free_port)
+	start_bg tcpsrv env PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/echoall.py" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 60 env PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/echoall.py" cli "$ADDR_B" "$port" 3000000
+	echo "kernel TCP: $output"
+	[[ "$output" == *"3000000 bytes echoed intact"* ]]
+	wait_bg "$BG_PID" 30
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" \
+		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" \
+		python3 "$BATS_TEST_DIRNAME/echoall.py" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 60 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" \
+		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" \
+		python3 "$BATS_TEST_DIRNAME/echoall.py" cli "$ADDR_B" "$port" 3000000
+	echo "librsock: $output"
+	[ "$status" = 0 ] || { bg_output "$BG_PID"; grep -v poll cli.log | tail -20; false; }
+	[[ "$output" == *"3000000 bytes echoed intact"* ]]
+	wait_bg "$BG_PID" 30
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+	echo "spills: client $(grep -c 'kept beyond the ring' cli.log), server $(grep -c 'kept beyond the ring' srv.log)"
+	grep -q 'kept beyond the ring' cli.log
+}
+
 @test "Python's subprocess (vfork; the child closes every descriptor, or takes the stream as its stdin and stdout) leaves the server's RDMA stream intact" {
 	require_cmd python3
 	# subprocess forks with vfork: the child shares the server's memory,

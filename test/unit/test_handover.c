@@ -39,7 +39,8 @@ static void test_two_spans_iov_skip_peek(void **state)
 
 	(void)state;
 	/* a wrapped ring: its tail part, then its head part */
-	assert_int_equal(ho_pre_new(data, 6000, data + 6000, 4000, &p), 0);
+	struct iovec v[3] = {{data, 6000}, {data + 6000, 0}, {data + 6000, 4000}};
+	assert_int_equal(ho_pre_new(v, 3, &p), 0);
 	assert_int_equal(ho_pre_left(p), 10000);
 	assert_true(ho_pre_fd(p) >= 0);
 	/* peek: nothing consumed */
@@ -80,7 +81,8 @@ static void test_shared_across_fork_and_open(void **state)
 	pid_t pid;
 
 	(void)state;
-	assert_int_equal(ho_pre_new(data, 5000, NULL, 0, &p), 0);
+	struct iovec whole = {data, 5000};
+	assert_int_equal(ho_pre_new(&whole, 1, &p), 0);
 	pid = fork();
 	if (pid == 0) {
 		struct iovec v = {c, 1000};
