@@ -9,17 +9,11 @@ echoall.py cli ADDR PORT N: send N bytes at once, then read the echo to
     EOF; prints "N bytes echoed intact" when it came back right.
 """
 import socket, sys
-from echoes import listener
+from echoes import echo_to_eof, listener
 role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if role == "srv":
     l = listener(b, port)
-    c, _ = l.accept()
-    while True:
-        d = c.recv(65536)
-        if not d:
-            break
-        c.sendall(d)
-    c.close()
+    echo_to_eof(l.accept()[0])
 else:
     n = int(sys.argv[4])
     m = bytes(i * 7 % 251 for i in range(n))

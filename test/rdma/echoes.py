@@ -5,6 +5,8 @@ listener(host, port): a listening socket.
 read_exact(s, n): n bytes from s, fewer only at EOF.
 serve_one(l, msg): take one stream, read exactly len(msg) bytes, print
     "intact" (or "garbled: ...") on a line of its own, send them back, close.
+echo_to_eof(c): send back whatever comes on c, as it comes, until its EOF;
+    then close c.
 echo_clients(host, port, msg, count, bind=None): count times connect (after
     binding to bind if given), send msg and read the echo to EOF, which must
     be msg; then print "<count> echoes intact".
@@ -28,6 +30,15 @@ def read_exact(s, n):
             break
         got += d
     return bytes(got)
+
+
+def echo_to_eof(c):
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        c.sendall(d)
+    c.close()
 
 
 def serve_one(l, msg):

@@ -12,6 +12,8 @@ import os
 import socket
 import sys
 
+from echoes import echo_to_eof
+
 addr, port, mode, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -27,10 +29,5 @@ for i in range(n):
         c.sendall(c.recv(100))
         os.setgid(0)
         os.setuid(0)
-    while True:
-        d = c.recv(65536)
-        if not d:
-            break
-        c.sendall(d)
-    c.close()
+    echo_to_eof(c)
 print("served", n, flush=True)

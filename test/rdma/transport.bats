@@ -249,6 +249,7 @@ open("got", "wb").write(b[b.index(b"\r\n\r\n") + 4:])
 	port=$(free_port)
 	cat >m.py <<'PY'
 import socket, sys, threading
+from echoes import echo_to_eof
 role, a, b, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 if role == "srv":
     l = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
@@ -257,12 +258,7 @@ if role == "srv":
     l.listen(4)
     c, peer = l.accept()
     print("peer", peer[0], flush=True)
-    while True:
-        d = c.recv(65536)
-        if not d:
-            break
-        c.sendall(d)
-    c.close()
+    echo_to_eof(c)
 else:
     s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     s.bind(("::ffff:" + a, 0))
@@ -271,9 +267,8 @@ else:
     def send():
         s.sendall(data)
         s.shutdown(socket.SHUT_WR)
-    # (Sending it all before reading would rely on the buffers of both
-    # ends holding 3 MB, as kernel TCP's autotuned ones do and 512 KiB of
-    # rings do not.)
+    # (Sending it all before reading, which relies on the buffers of
+    # both ends, is echoall.py's test.)
     w = threading.Thread(target=send)
     w.start()
     got = bytearray()
@@ -286,7 +281,7 @@ else:
     open("got", "wb").write(got)
 PY
 	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
-		python3 m.py srv "$ADDR_A" "$ADDR_B" "$port"
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 m.py srv "$ADDR_A" "$ADDR_B" "$port"
 	wait_for_port "$port" 15 "$BG_PID"
 	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
 		python3 m.py cli "$ADDR_A" "$ADDR_B" "$port"
