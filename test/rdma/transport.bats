@@ -284,7 +284,7 @@ PY
 		PYTHONPATH="$BATS_TEST_DIRNAME" python3 m.py srv "$ADDR_A" "$ADDR_B" "$port"
 	wait_for_port "$port" 15 "$BG_PID"
 	bounded 60 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
-		python3 m.py cli "$ADDR_A" "$ADDR_B" "$port"
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 m.py cli "$ADDR_A" "$ADDR_B" "$port"
 	same_file data got "echo through a listener on ::ffff:$ADDR_B"
 	grep -qF "peer ::ffff:$ADDR_A" srv.out || { cat srv.out srv.err >&2; false; }
 	stats_only_rdma cli.log
