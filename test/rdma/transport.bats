@@ -505,8 +505,10 @@ PY
 	stats_line cli.log | grep -q 'streams tcp=4 rdma=0'
 }
 
-@test "a client that writes a 3 MB request before it reads, to an echo server (both blocking): echoed intact over RDMA, as kernel TCP's buffers allow" {
-	# test/rdma/echoall.py: 3 MB is twelve times a ring. Both ends block in
+@test "a client that writes a 1 MB request before it reads, to an echo server (both blocking): echoed intact over RDMA, as kernel TCP's buffers allow" {
+	# test/rdma/echoall.py: 1 MB is four times a ring (the library before
+	# the spill stopped after 295 KB; kernel TCP in this guest once stopped
+	# short of 3 MB, its buffers being autotuned). Both ends block in
 	# a write, each waiting for the other to read; a blocked send moves its
 	# own unread bytes out of the ring, so the peer can send on (spill).
 	require_cmd python3
@@ -514,9 +516,9 @@ PY
 	port=$(free_port)
 	start_bg tcpsrv env PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/echoall.py" srv "$ADDR_B" "$port"
 	wait_for_port "$port" 15 "$BG_PID"
-	run bounded 60 env PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/echoall.py" cli "$ADDR_B" "$port" 3000000
+	run bounded 60 env PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/echoall.py" cli "$ADDR_B" "$port" 1000000
 	echo "kernel TCP: $output"
-	[[ "$output" == *"3000000 bytes echoed intact"* ]]
+	[[ "$output" == *"1000000 bytes echoed intact"* ]]
 	wait_bg "$BG_PID" 30
 	port=$(free_port)
 	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" \
@@ -525,15 +527,15 @@ PY
 	wait_for_port "$port" 15 "$BG_PID"
 	run bounded 60 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" \
 		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" \
-		python3 "$BATS_TEST_DIRNAME/echoall.py" cli "$ADDR_B" "$port" 3000000
+		python3 "$BATS_TEST_DIRNAME/echoall.py" cli "$ADDR_B" "$port" 1000000
 	echo "librsock: $output"
 	[ "$status" = 0 ] || { bg_output "$BG_PID"; grep -v poll cli.log | tail -20; false; }
-	[[ "$output" == *"3000000 bytes echoed intact"* ]]
+	[[ "$output" == *"1000000 bytes echoed intact"* ]]
 	wait_bg "$BG_PID" 30
 	stats_only_rdma cli.log
 	stats_only_rdma srv.log
 	echo "spills: client $(grep -c 'kept beyond the ring' cli.log), server $(grep -c 'kept beyond the ring' srv.log)"
-	grep -q 'kept beyond the ring' cli.log
+	grep -q 'kept beyond the ring' cli.log srv.log # either end may be first
 }
 
 @test "Python's subprocess (vfork; the child closes every descriptor, or takes the stream as its stdin and stdout) leaves the server's RDMA stream intact" {
