@@ -161,6 +161,21 @@ size_t ring_peek_iov(const struct ring *r, const struct iovec *iov, int iovcnt, 
 	return done;
 }
 
+uint64_t ring_unread_iov(const struct ring *r, struct iovec v[2])
+{
+	uint64_t used = r->tail - r->head;
+	struct ring_span s[2];
+
+	v[0] = v[1] = (struct iovec){NULL, 0};
+	if (!used || used > r->size) /* empty, or inconsistent: see room() */
+		return 0;
+	split(r->size, r->head, (uint32_t)used, s);
+	v[0] = (struct iovec){r->buf + s[0].off, s[0].len};
+	if (s[1].len)
+		v[1] = (struct iovec){r->buf, s[1].len};
+	return used;
+}
+
 /* Returns 0 (head advanced by len), or -EINVAL when len exceeds ring_used(r). */
 int ring_consume(struct ring *r, size_t len)
 {

@@ -71,6 +71,9 @@ void ring_copy(void *dst, const void *src, size_t n);
 size_t ring_peek(const struct ring *r, void *dst, size_t len);
 /* Copy into an iovec array (at most max bytes) without consuming; returns the count. */
 size_t ring_peek_iov(const struct ring *r, const struct iovec *iov, int iovcnt, size_t max);
+/* The unread bytes in place: v[0] from head, v[1] the wrapped rest (both
+ * {NULL, 0} when empty). Returns ring_used(r). */
+uint64_t ring_unread_iov(const struct ring *r, struct iovec v[2]);
 /* Consume len bytes (len <= used, else -EINVAL). */
 int ring_consume(struct ring *r, size_t len);
 

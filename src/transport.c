@@ -1002,11 +1002,14 @@ static uint64_t spill(struct tp *t)
 			return 0;
 		}
 	}
-	uint32_t off = (uint32_t)(t->rx.head & (t->rx.size - 1));
-	uint32_t l1 = n < t->rx.size - off ? (uint32_t)n : t->rx.size - off;
-	ring_write(&t->spill, t->rx.buf + off, l1, sp);
-	if (n > l1)
-		ring_write(&t->spill, t->rx.buf, (uint32_t)(n - l1), sp);
+	struct iovec v[2];
+	uint64_t left = n;
+	ring_unread_iov(&t->rx, v);
+	for (int i = 0; i < 2 && left; i++) {
+		uint32_t l = v[i].iov_len < left ? (uint32_t)v[i].iov_len : (uint32_t)left;
+		ring_write(&t->spill, v[i].iov_base, l, sp);
+		left -= l;
+	}
 	ring_consume(&t->rx, (size_t)n);
 	t->rx_unacked += n;
 	send_credit(t);
@@ -1239,14 +1242,8 @@ static int switch_locked(struct tp *t, int have_total, uint64_t peer_total)
 	if (!rc && unread(t)) {
 		/* the spill's bytes, then the ring's, each possibly wrapped */
 		struct iovec v[4];
-		const struct ring *rs[2] = {&t->spill, &t->rx};
-		for (int i = 0; i < 2; i++) {
-			uint64_t used = ring_used(rs[i]);
-			uint32_t off = used ? (uint32_t)(rs[i]->head & (rs[i]->size - 1)) : 0;
-			size_t l1 = used < rs[i]->size - off ? (size_t)used : rs[i]->size - off;
-			v[2 * i] = (struct iovec){used ? rs[i]->buf + off : NULL, used ? l1 : 0};
-			v[2 * i + 1] = (struct iovec){rs[i]->buf, used ? (size_t)used - l1 : 0};
-		}
+		ring_unread_iov(&t->spill, v);
+		ring_unread_iov(&t->rx, v + 2);
 		rc = ho_pre_new(v, 4, &t->pre);
 		if (!rc) {
 			ring_consume(&t->spill, (size_t)ring_used(&t->spill));

@@ -346,6 +346,35 @@ static void test_copy(void **state)
 			}
 }
 
+/* ring_unread_iov: the unread bytes in place, wrapped or not, or none. */
+static void test_unread_iov(void **state)
+{
+	struct ring r;
+	struct iovec v[2];
+	uint8_t in[SZ];
+	(void)state;
+
+	assert_int_equal(ring_init(&r, mem, SZ), 0);
+	assert_int_equal(ring_unread_iov(&r, v), 0);
+	assert_null(v[0].iov_base);
+	assert_int_equal(v[0].iov_len + v[1].iov_len, 0);
+	fill(in, SZ, 5);
+	r.head = r.tail = SZ - 100;
+	assert_int_equal(ring_write(&r, in, 300, NULL), 0);
+	assert_int_equal(ring_unread_iov(&r, v), 300);
+	assert_ptr_equal(v[0].iov_base, mem + SZ - 100);
+	assert_int_equal(v[0].iov_len, 100);
+	assert_ptr_equal(v[1].iov_base, mem);
+	assert_int_equal(v[1].iov_len, 200);
+	assert_memory_equal(v[0].iov_base, in, 100);
+	assert_memory_equal(v[1].iov_base, in + 100, 200);
+	assert_int_equal(ring_consume(&r, 150), 0);
+	assert_int_equal(ring_unread_iov(&r, v), 150);
+	assert_ptr_equal(v[0].iov_base, mem + 50);
+	assert_int_equal(v[0].iov_len, 150);
+	assert_int_equal(v[1].iov_len, 0);
+}
+
 static void test_size_for(void **state)
 {
 	(void)state;
@@ -409,6 +438,7 @@ int main(void)
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_size_for),
 		cmocka_unit_test(test_copy),
+		cmocka_unit_test(test_unread_iov),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
