@@ -55,7 +55,7 @@ struct ep_item {
 struct ep {
 	pthread_mutex_t lock;
 	pid_t owner;             /* the process that made the shadow */
-	_Atomic uint32_t wait_avg_ns; /* recent waits that had to wait (adaptive spin) */
+	struct tp_adapt wait;   /* recent waits that had to wait (adaptive spin) */
 	int kfd;                 /* our duplicate of the epoll descriptor, or -1 */
 	int bell;                /* eventfd: readable while the ready list is not empty */
 	int bell_on;
@@ -126,6 +126,7 @@ static struct ep *ep_new(void)
 	pthread_mutex_init(&ep->lock, NULL);
 	ep->owner = rsock_pid();
 	ep->kfd = ep->bell = -1;
+	tp_adapt_init(&ep->wait);
 	return ep;
 }
 
@@ -770,7 +771,7 @@ static int64_t now_ns(void)
 #define EP_SPIN_MAX_STREAMS 16
 static int spin(struct ep *ep, int64_t start)
 {
-	int64_t end, budget = tp_spin_budget_ns(atomic_load_explicit(&ep->wait_avg_ns, memory_order_relaxed));
+	int64_t end, budget = tp_spin_budget_ns(&ep->wait);
 	int found = 0;
 	unsigned rounds = 0;
 
@@ -910,6 +911,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 	struct ep *ep = epc->ep;
 	int64_t tmo_ns = event_tmo_ns(tmo);
 	int64_t deadline = 0, wstart = 0;
+	int slept = 0; /* a kernel wait that could sleep happened (tp_wait_note) */
 	uint64_t gen;
 
 	if (max <= 0)
@@ -954,7 +956,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			bell_update(ep);
 			pthread_mutex_unlock(&ep->lock);
 			if (wstart)
-				tp_wait_note(&ep->wait_avg_ns, now_ns() - wstart);
+				tp_wait_note(&ep->wait, now_ns() - wstart, !slept);
 			return n;
 		}
 		pthread_mutex_unlock(&ep->lock);
@@ -984,6 +986,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			continue; /* one moved before its arming: report it */
 		}
 		pthread_mutex_unlock(&ep->lock);
+		slept |= left != 0;
 		k = kwait(ep->kfd, evs + n, max - n, left, mask);
 		if (k < 0) {
 			int e = errno;
@@ -1003,7 +1006,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		bell_update(ep);
 		pthread_mutex_unlock(&ep->lock);
 		if (wstart && (m || (!internal && k == 0)))
-			tp_wait_note(&ep->wait_avg_ns, now_ns() - wstart);
+			tp_wait_note(&ep->wait, now_ns() - wstart, !slept);
 		if (m)
 			return m;
 		if (!internal && k == 0)

@@ -214,7 +214,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	 * (or for that request): start from an average that lets them spin up
 	 * to RSOCK_POLL_MAX_US; one long wait brings a stream whose waits are
 	 * long down to RSOCK_POLL_US (doc/design.md section 9). */
-	atomic_init(&t->wait_avg_ns, tp_settings.poll_max_us * 500u);
+	tp_adapt_init(&t->wait);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. */
 	t->tcp_fd = fdtab_own_dup(tcp_fd);
@@ -827,7 +827,7 @@ static int wait_event(struct tp *t, int64_t deadline)
 	struct tp_waiter w;
 	int rc, ms = 1000, intr;
 	int64_t start = mono_ns();
-	int64_t budget = tp_spin_budget_ns(atomic_load_explicit(&t->wait_avg_ns, memory_order_relaxed));
+	int64_t budget = tp_spin_budget_ns(&t->wait);
 
 	if (deadline) {
 		if (start >= deadline)
@@ -845,7 +845,7 @@ static int wait_event(struct tp *t, int64_t deadline)
 		/* The clock is read every 16th poll (see epoll.c's spin()). */
 		for (unsigned i = 1;; i++) {
 			if (progress(t)) {
-				tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
+				tp_wait_note(&t->wait, mono_ns() - start, 1);
 				return 0;
 			}
 			if (!(i & 15) && mono_ns() - start >= budget)
@@ -864,7 +864,7 @@ static int wait_event(struct tp *t, int64_t deadline)
 	 * one (the caller re-evaluates its condition). */
 	if (progress(t)) {
 		atomic_fetch_sub(&t->sleepers, 1);
-		tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
+		tp_wait_note(&t->wait, mono_ns() - start, 1);
 		return 0;
 	}
 	p[0].fd = t->cc->fd;
@@ -879,7 +879,7 @@ static int wait_event(struct tp *t, int64_t deadline)
 	atomic_fetch_sub(&t->sleepers, 1);
 	pthread_mutex_lock(&t->lock);
 	waitq_del(t, &w);
-	tp_wait_note(&t->wait_avg_ns, mono_ns() - start);
+	tp_wait_note(&t->wait, mono_ns() - start, 0);
 	tp_wait_done(t);
 	if (!intr && p[1].revents)
 		check_control(t);

@@ -49,24 +49,61 @@ extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
  * its event soon (avg_ns: the recent time from starting to wait to the
  * event, an EWMA) spins up to twice that, within [RSOCK_POLL_US,
  * RSOCK_POLL_MAX_US]; one whose waits are longer than the ceiling (an idle
- * stream) spins only RSOCK_POLL_US. Returns nanoseconds. */
-static inline int64_t tp_spin_budget_ns(uint32_t avg_ns)
+ * stream) spins only RSOCK_POLL_US, except every TP_PROBE_EVERY-th wait,
+ * which spins the ceiling (a probe). A wait that sleeps also pays the
+ * wake-up, which can be longer than the wait itself (350 us in a TCG
+ * guest): it counts as at most just beyond the ceiling, so that one sleep
+ * near the ceiling does not stop the spinning, and an event caught spinning
+ * while the average is beyond the ceiling sets the average to its time.
+ * Without that, a waiter whose events came back within the ceiling went on
+ * looking slower than it for ever (bench/results/changes.md). One per
+ * stream (blocking calls) and one per epoll instance. */
+#define TP_PROBE_EVERY 8
+struct tp_adapt {
+	_Atomic uint32_t avg_ns;
+	_Atomic uint32_t beyond; /* waits started with avg_ns beyond the ceiling */
+};
+
+/* Just beyond the ceiling: what a wait that slept counts for at most. */
+static inline uint32_t tp_adapt_beyond_ns(void)
+{
+	return tp_settings.poll_max_us * 1000u + 1000u;
+}
+
+/* A new waiter starts beyond the ceiling: its first wait is a probe. */
+static inline void tp_adapt_init(struct tp_adapt *a)
+{
+	atomic_init(&a->avg_ns, tp_adapt_beyond_ns());
+	atomic_init(&a->beyond, 0);
+}
+
+/* The spin budget of the wait about to start, in nanoseconds. */
+static inline int64_t tp_spin_budget_ns(struct tp_adapt *a)
 {
 	int64_t base = (int64_t)tp_settings.poll_us * 1000, max = (int64_t)tp_settings.poll_max_us * 1000;
-	int64_t b = 2 * (int64_t)avg_ns;
+	int64_t avg = atomic_load_explicit(&a->avg_ns, memory_order_relaxed), b = 2 * avg;
 
-	if (!base || !avg_ns || avg_ns > max)
+	if (!base || !avg)
 		return base;
+	if (avg > max)
+		return max > base && !(atomic_fetch_add_explicit(&a->beyond, 1, memory_order_relaxed) %
+				       TP_PROBE_EVERY)
+			       ? max
+			       : base;
 	return b > max ? max : b < base ? base : b;
 }
 
-/* Fold one wait of waited_ns into the average. */
-static inline void tp_wait_note(_Atomic uint32_t *avg, int64_t waited_ns)
+/* Fold one wait of waited_ns into the average. spun: its event was caught
+ * without sleeping. */
+static inline void tp_wait_note(struct tp_adapt *a, int64_t waited_ns, int spun)
 {
-	uint32_t a = atomic_load_explicit(avg, memory_order_relaxed);
-	uint32_t w = waited_ns < 0 ? 0 : waited_ns > 100000000 ? 100000000 : (uint32_t)waited_ns;
+	uint32_t avg = atomic_load_explicit(&a->avg_ns, memory_order_relaxed);
+	uint32_t cap = tp_adapt_beyond_ns();
+	uint32_t w = waited_ns < 0 ? 0 : waited_ns > cap ? cap : (uint32_t)waited_ns;
 
-	atomic_store_explicit(avg, a ? (uint32_t)(((uint64_t)a * 7 + w) / 8) : (w ? w : 1),
+	if (spun && avg > cap - 1000u)
+		avg = 0; /* beyond the ceiling, and yet caught spinning: start again */
+	atomic_store_explicit(&a->avg_ns, avg ? (uint32_t)(((uint64_t)avg * 7 + w) / 8) : (w ? w : 1),
 			      memory_order_relaxed);
 }
 
@@ -151,7 +188,7 @@ struct tp {
 				      * stay there, so the ring cache drops it */
 	_Atomic int ctl_dirty;       /* the control connection was seen readable */
 	int64_t ctl_last_ms;         /* when an empty read last looked at it */
-	_Atomic uint32_t wait_avg_ns; /* recent waits for an event (tp_spin_budget_ns) */
+	struct tp_adapt wait;        /* recent waits for an event (tp_spin_budget_ns) */
 
 	/* The hand-over to TCP (doc/design.md section 6; handover.h). */
 	uint16_t peer_version;       /* protocol version of the peer's hello */
