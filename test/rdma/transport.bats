@@ -538,6 +538,45 @@ PY
 	grep -q 'kept beyond the ring' cli.log srv.log # either end may be first
 }
 
+@test "small writes reach the peer at once when the writer then sleeps without a socket call, and all of them when it exits without closing" {
+	# test/rdma/burst.py: 200 writes of 100 bytes, then a 3 s sleep (no
+	# socket call the library sees) before the client reads; the server
+	# notes when the last byte came. Then the same writes and exit() with
+	# the stream never closed.
+	require_cmd python3
+	local port t0 t1
+	for path in tcp rdma; do
+		local pre=() env=(RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli-$path.log" PYTHONPATH="$BATS_TEST_DIRNAME")
+		[ "$path" = rdma ] && pre=(LD_PRELOAD="$(rsock_preload_value)")
+		port=$(free_port)
+		start_bg "srv-$path" env "${pre[@]}" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv-$path.log" \
+			PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/burst.py" srv "$ADDR_B" "$port" 20000
+		wait_for_port "$port" 15 "$BG_PID"
+		run bounded 30 env "${pre[@]}" "${env[@]}" python3 "$BATS_TEST_DIRNAME/burst.py" cli "$ADDR_B" "$port" 20000 sleep
+		echo "$path: $output"
+		[ "$status" = 0 ] || { bg_output "$BG_PID"; false; }
+		[[ "$output" == *"answer b'ok'"* ]]
+		wait_bg "$BG_PID" 30
+		grep -qx intact "srv-$path.out"
+		t0=$(sed -n 's/^last write at //p' <<<"$output")
+		t1=$(sed -n 's/^all 20000 bytes at //p' "srv-$path.out")
+		echo "$path: the last byte came $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) * 1000 }') ms after the last write"
+		awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 1.0) }'
+	done
+	stats_only_rdma cli-rdma.log
+	stats_only_rdma srv-rdma.log
+	port=$(free_port)
+	start_bg srv-exit env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv-exit.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/burst.py" srv "$ADDR_B" "$port" 20000
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 30 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli-exit.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/burst.py" cli "$ADDR_B" "$port" 20000 exit
+	wait_bg "$BG_PID" 30
+	grep -qx intact srv-exit.out
+	stats_only_rdma srv-exit.log
+	stats_only_rdma cli-exit.log
+}
+
 @test "Python's subprocess (vfork; the child closes every descriptor, or takes the stream as its stdin and stdout) leaves the server's RDMA stream intact" {
 	require_cmd python3
 	# subprocess forks with vfork: the child shares the server's memory,
