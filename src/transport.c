@@ -211,10 +211,10 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	t->owner = rsock_pid();
 	atomic_init(&t->ctl_dirty, 1);
 	/* A new stream's first waits are for the answer to its first request
-	 * (or for that request): start from an average that lets them spin up
-	 * to RSOCK_POLL_MAX_US; one long wait brings a stream whose waits are
-	 * long down to RSOCK_POLL_US (doc/design.md section 9). */
+	 * (or for that request): its first wait spins up to RSOCK_POLL_MAX_US
+	 * (doc/design.md section 9). */
 	tp_adapt_init(&t->wait);
+	atomic_init(&t->rcvlowat, 1);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. */
 	t->tcp_fd = fdtab_own_dup(tcp_fd);
@@ -302,8 +302,19 @@ int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint3
 	return 0;
 }
 
+void tp_rcvlowat_changed(struct tp *t)
+{
+	int v = 1;
+	socklen_t l = sizeof(v);
+
+	if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l) == 0)
+		atomic_store_explicit(&t->rcvlowat, v > 1 ? v : 1, memory_order_relaxed);
+}
+
 void tp_up(struct tp *t)
 {
+	/* set before (or inherited from the listener, as the kernel does) */
+	tp_rcvlowat_changed(t);
 	t->up = 1;
 	t->fork_gen = atomic_load(&ho_forks);
 	t->rec = ho_register(t);
@@ -1013,7 +1024,7 @@ static uint64_t spill(struct tp *t)
 	ring_consume(&t->rx, (size_t)n);
 	t->rx_unacked += n;
 	send_credit(t);
-	log_debug("fd %d: a blocked send: %llu unread bytes kept beyond the ring (%llu in all)",
+	log_debug("fd %d: %llu unread bytes kept beyond the ring (%llu in all)",
 		  t->tcp_fd, (unsigned long long)n, (unsigned long long)ring_used(&t->spill));
 	return n;
 }
@@ -1761,15 +1772,38 @@ static void unread_consume(struct tp *t, size_t n)
 	}
 }
 
+/* Whether the stream's end (or an error) has come: nothing more to wait for. */
+static int rx_ended(const struct tp *t)
+{
+	return t->eof || t->peer_gone || t->err || t->rd_shut;
+}
+
+/* SO_RCVLOWAT above 1: fewer unread bytes than that do not make the stream
+ * readable, and a blocking read waits for that many (as TCP). The unread
+ * bytes in the ring then go to the spill, and the peer gets their credit:
+ * else a sender held back by the ring or the message allowance could never
+ * send what makes up the rest, where TCP's receive buffer would take it.
+ * Caller holds the lock. */
+static void lowat_wait_prep(struct tp *t)
+{
+	if (ring_used(&t->rx))
+		spill(t);
+}
+
 ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
-	size_t want = iov_total(iov, iovcnt), done = 0;
+	size_t want = iov_total(iov, iovcnt), done = 0, target;
 	ssize_t r = 0;
 	int64_t deadline = 0;
 	int deadline_set = 0;
 
 	if (!want)
 		return 0;
+	/* as tcp_recvmsg: MSG_WAITALL wants all, else SO_RCVLOWAT (at least 1) */
+	target = flags & MSG_WAITALL ? want
+				     : (size_t)atomic_load_explicit(&t->rcvlowat, memory_order_relaxed);
+	if (target > want)
+		target = want;
 	if (RSOCK_UNLIKELY(flags & MSG_OOB)) {
 		/* Urgent data travels only on the kernel socket (a sender moves
 		 * the stream to TCP first), out of band: it answers, the urgent
@@ -1793,7 +1827,9 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			r = sw_recv(t, iov, iovcnt, done, flags);
 			return r < 0 ? (done ? (ssize_t)done : r) : (ssize_t)done + r;
 		}
-		if (unread(t)) {
+		/* A peek copies from the first unread byte each time: it waits
+		 * until the target is there (or nothing more can come). */
+		if (unread(t) && (!(flags & MSG_PEEK) || unread(t) >= target || nonblock || rx_ended(t))) {
 			/* MSG_TRUNC: TCP discards (or, with MSG_PEEK, counts)
 			 * without touching the buffer, which may be NULL */
 			size_t n = flags & MSG_TRUNC ? (unread(t) < want - done ? (size_t)unread(t) : want - done)
@@ -1805,7 +1841,7 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			unread_consume(t, n);
 			done += n;
 			maybe_credit(t);
-			if (!(flags & MSG_WAITALL) || done == want)
+			if (done >= target)
 				break;
 			continue;
 		}
@@ -1813,7 +1849,7 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			r = t->err;
 			break;
 		}
-		if (t->eof || t->peer_gone || t->err || t->rd_shut)
+		if (rx_ended(t))
 			break; /* end of stream (or of our reading) */
 		/* No credit here: the thresholds of maybe_credit() leave the
 		 * sender at least 3/4 of the ring and half the messages whenever
@@ -1834,10 +1870,20 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			deadline_set = 1;
 		}
 		if (timed_out(deadline)) {
+			if (unread(t)) { /* a peek short of SO_RCVLOWAT: what is there, as TCP */
+				nonblock = 1;
+				continue;
+			}
 			r = -EAGAIN;
 			break;
 		}
+		if (unread(t))
+			lowat_wait_prep(t);
 		if (wait_event(t, deadline) == -EINTR && intr_fails(deadline)) {
+			if (unread(t)) { /* a peek short of SO_RCVLOWAT */
+				nonblock = 1;
+				continue;
+			}
 			r = -EINTR; /* what MSG_WAITALL got, else EINTR, as TCP */
 			break;
 		}
@@ -1868,8 +1914,13 @@ static int writable_locked(struct tp *t)
 static short ready_locked(struct tp *t)
 {
 	short ev = 0;
+	uint64_t u = unread(t);
 
-	if (unread(t) || t->eof || t->peer_gone || t->err || t->rd_shut)
+	if (u && u < (uint64_t)atomic_load_explicit(&t->rcvlowat, memory_order_relaxed)) {
+		lowat_wait_prep(t); /* SO_RCVLOWAT: not readable yet (tp_recv) */
+		u = 0;
+	}
+	if (u || rx_ended(t))
 		ev |= POLLIN | POLLRDNORM;
 	if (t->eof || t->peer_gone || t->rd_shut)
 		ev |= POLLRDHUP;

@@ -354,6 +354,10 @@ static RSOCK_COLD int setsockopt_slow(int fd, int level, int name, const void *v
 		else
 			atomic_store(&c->sndbuf, u);
 	}
+	/* The kernel caps SO_RCVLOWAT: an RDMA stream reads it back. */
+	if (c && r == 0 && level == SOL_SOCKET && name == SO_RCVLOWAT &&
+	    atomic_load(&c->path) == CONN_PATH_RDMA)
+		tp_rcvlowat_changed(c->tp);
 	conn_unref(c);
 	return r;
 }

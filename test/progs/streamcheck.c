@@ -471,6 +471,61 @@ static void server(int lfd)
 	r = read(fd, b, 1);
 	say("S intr eof %zd", r);
 	close(fd);
+
+	/* 18: SO_RCVLOWAT: poll, epoll and reads wait for that many bytes,
+	 * or the end of the stream. Not tested: a read that finds fewer
+	 * bytes than that, takes them and waits on; the kernel wakes it only
+	 * once SO_RCVLOWAT more have come (tcp_data_ready counts from the
+	 * bytes taken), librsock once they add up to it (doc/design.md
+	 * section 9). */
+	fd = take(lfd);
+	{
+		char big[4096];
+		int lw = 1000, ep = epoll_create1(0);
+		socklen_t vl = sizeof(v);
+		struct pollfd lp = {.fd = fd, .events = POLLIN};
+		struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd}, got;
+		say("S lowat set %d", setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lw, sizeof(lw)));
+		v = 0;
+		getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, &vl);
+		say("S lowat get %d", v);
+		epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+		sig(s2c);
+		await(c2s); /* 600 bytes sent */
+		usleep(200000);
+		int pr = poll(&lp, 1, 100);
+		say("S lowat 600: poll %d revents %x epoll %d", pr, lp.revents, epoll_wait(ep, &got, 1, 100));
+		v = -1;
+		ioctl(fd, FIONREAD, &v);
+		say("S lowat 600: fionread %d", v);
+		r = recv(fd, big, sizeof(big), MSG_PEEK | MSG_DONTWAIT);
+		say("S lowat 600: nonblocking peek %zd", r);
+		sig(s2c); /* 600 more in 200 ms */
+		pr = poll(&lp, 1, 2000);
+		say("S lowat 1200: poll %d revents %x", pr, lp.revents);
+		r = recv(fd, big, sizeof(big), 0);
+		say("S lowat read %zd", r);
+		sig(s2c); /* 500, and 600 more 200 ms later */
+		r = recv(fd, big, sizeof(big), MSG_PEEK);
+		say("S lowat blocking peek %zd", r);
+		r = recv(fd, big, sizeof(big), 0);
+		say("S lowat read %zd", r);
+		struct timeval tv = {0, 200000};
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		sig(s2c); /* 300, and no more until we say */
+		r = recv(fd, big, sizeof(big), 0);
+		say("S lowat read with a time-out %zd", r);
+		sig(s2c); /* 10, then the end */
+		lp.events = POLLIN | POLLRDHUP;
+		pr = poll(&lp, 1, 2000);
+		say("S lowat eof poll %d revents %x", pr, lp.revents);
+		r = recv(fd, big, sizeof(big), 0);
+		say("S lowat before eof %zd", r);
+		r = recv(fd, big, sizeof(big), 0);
+		say("S lowat eof %zd", r);
+		close(ep);
+	}
+	close(fd);
 }
 
 /* ---- client side ---- */
@@ -736,6 +791,30 @@ static void client(void)
 		r = recv(fd, b, 1, 0);
 		say("C intr restarted recv %zd '%.*s' alarms %d", r, (int)(r > 0 ? r : 0), b, alarms);
 		signal(SIGALRM, SIG_DFL);
+	}
+	close(fd);
+
+	/* 18: SO_RCVLOWAT at the server */
+	fd = dial();
+	{
+		char big[1000];
+		memset(big, 'l', sizeof(big));
+		await(s2c);
+		r = write_full(fd, big, 600);
+		sig(c2s);
+		await(s2c);
+		usleep(200000);
+		r += write_full(fd, big, 600);
+		await(s2c);
+		usleep(200000);
+		r += write_full(fd, big, 500);
+		usleep(200000);
+		r += write_full(fd, big, 600);
+		await(s2c);
+		r += write_full(fd, big, 300);
+		await(s2c);
+		r += write_full(fd, big, 10);
+		say("C lowat sent %zd", r);
 	}
 	close(fd);
 }
