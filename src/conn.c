@@ -78,6 +78,10 @@ void conn_settle(struct conn *c, int fd, int rdma_ok)
 		if (why == 0) {
 			c->tp = t;
 			atomic_store(&c->path, CONN_PATH_RDMA);
+			/* After the path: a setsockopt that saw the stream not yet on
+			 * RDMA (shim/socket.c) was made before this reads them. Set
+			 * before, or inherited from the listener as the kernel does. */
+			tp_sockopts_changed(t);
 			ep_stream_converted();
 		} else {
 			c->stale_ack = stale;

@@ -680,6 +680,7 @@ static struct conn *adopt_fd(int fd, struct ho_pre *pre)
 	atomic_store(&c->role, CONN_ROLE_CLIENT);
 	atomic_store(&c->nonblock, !!(rsock_real.fcntl(fd, F_GETFL) & O_NONBLOCK));
 	atomic_store(&c->path, CONN_PATH_RDMA);
+	tp_sockopts_changed(t); /* as the image before us left them */
 	if (fdtab_insert(fd, c)) {
 		conn_unref(c);
 		return NULL;

@@ -302,19 +302,27 @@ int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint3
 	return 0;
 }
 
-void tp_rcvlowat_changed(struct tp *t)
+void tp_sockopts_changed(struct tp *t)
 {
+	static const int opt[2] = {SO_RCVTIMEO, SO_SNDTIMEO};
 	int v = 1;
 	socklen_t l = sizeof(v);
 
 	if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l) == 0)
 		atomic_store_explicit(&t->rcvlowat, v > 1 ? v : 1, memory_order_relaxed);
+	for (int i = 0; i < 2; i++) {
+		struct timeval tv;
+		int64_t ns = 0;
+		l = sizeof(tv);
+		if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, opt[i], &tv, &l) == 0 &&
+		    l == sizeof(tv) && (tv.tv_sec > 0 || tv.tv_usec > 0))
+			ns = (int64_t)tv.tv_sec * 1000000000 + (int64_t)tv.tv_usec * 1000;
+		atomic_store_explicit(&t->timeo_ns[i], ns, memory_order_relaxed);
+	}
 }
 
 void tp_up(struct tp *t)
 {
-	/* set before (or inherited from the listener, as the kernel does) */
-	tp_rcvlowat_changed(t);
 	t->up = 1;
 	t->fork_gen = atomic_load(&ho_forks);
 	t->rec = ho_register(t);
@@ -782,17 +790,14 @@ static int64_t mono_ns(void)
 
 /* The deadline a blocking call on t keeps: the socket's SO_RCVTIMEO or
  * SO_SNDTIMEO (opt), which the application set on its descriptor, the same
- * kernel socket as t->tcp_fd. 0: none (wait for ever). Read when a call is
- * about to wait, never on the fast path. */
+ * kernel socket as t->tcp_fd; as read when the stream came up and after
+ * each setsockopt of them (tp_sockopts_changed), so that a wait costs no
+ * system call for it. 0: none (wait for ever). */
 static int64_t timeo_deadline(struct tp *t, int opt)
 {
-	struct timeval tv;
-	socklen_t len = sizeof(tv);
+	int64_t ns = atomic_load_explicit(&t->timeo_ns[opt == SO_RCVTIMEO ? 0 : 1], memory_order_relaxed);
 
-	if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, opt, &tv, &len) || len != sizeof(tv) ||
-	    (tv.tv_sec <= 0 && tv.tv_usec <= 0))
-		return 0;
-	return mono_ns() + (int64_t)tv.tv_sec * 1000000000 + (int64_t)tv.tv_usec * 1000;
+	return ns ? mono_ns() + ns : 0;
 }
 
 /* Whether a blocking call with this deadline (0: none) has run out of time. */

@@ -190,6 +190,7 @@ struct tp {
 	int64_t ctl_last_ms;         /* when an empty read last looked at it */
 	struct tp_adapt wait;        /* recent waits for an event (tp_spin_budget_ns) */
 	_Atomic int rcvlowat;        /* the socket's SO_RCVLOWAT, as the kernel keeps it (>= 1) */
+	_Atomic int64_t timeo_ns[2]; /* its SO_RCVTIMEO and SO_SNDTIMEO (0: none) */
 
 	/* The hand-over to TCP (doc/design.md section 6; handover.h). */
 	uint16_t peer_version;       /* protocol version of the peer's hello */
@@ -216,9 +217,10 @@ int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint3
 /* The RDMA connection is established: the stream is carried by it from now. */
 void tp_up(struct tp *t);
 
-/* The socket's SO_RCVLOWAT changed: read it back from the kernel (which
- * caps it), for reads and readiness (tp_recv, tp_ready). */
-void tp_rcvlowat_changed(struct tp *t);
+/* The socket's SO_RCVLOWAT, SO_RCVTIMEO or SO_SNDTIMEO may have changed
+ * (setsockopt): read them back from the kernel (which caps and rounds
+ * them), for reads, writes and readiness. Also when the stream comes up. */
+void tp_sockopts_changed(struct tp *t);
 
 /* Move the stream to kernel TCP, in order (doc/design.md section 6): in the
  * owning process by the SWITCH exchange with the peer, elsewhere by asking

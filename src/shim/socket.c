@@ -338,6 +338,23 @@ RSOCK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *l
 	SHIM_PASS_FD(getsockopt, fd, fd, level, name, val, len);
 }
 
+/* The SOL_SOCKET options an RDMA stream keeps a copy of (transport.h). */
+static int sockopt_kept(int name)
+{
+	switch (name) {
+	case SO_RCVLOWAT:
+	case SO_RCVTIMEO_OLD:
+	case SO_SNDTIMEO_OLD:
+#ifdef SO_RCVTIMEO_NEW
+	case SO_RCVTIMEO_NEW:
+	case SO_SNDTIMEO_NEW:
+#endif
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 static RSOCK_COLD int setsockopt_slow(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct conn *c = shim_conn(fd);
@@ -354,10 +371,11 @@ static RSOCK_COLD int setsockopt_slow(int fd, int level, int name, const void *v
 		else
 			atomic_store(&c->sndbuf, u);
 	}
-	/* The kernel caps SO_RCVLOWAT: an RDMA stream reads it back. */
-	if (c && r == 0 && level == SOL_SOCKET && name == SO_RCVLOWAT &&
+	/* An RDMA stream keeps these as the kernel holds them (it caps and
+	 * rounds them): read back. */
+	if (c && r == 0 && level == SOL_SOCKET && sockopt_kept(name) &&
 	    atomic_load(&c->path) == CONN_PATH_RDMA)
-		tp_rcvlowat_changed(c->tp);
+		tp_sockopts_changed(c->tp);
 	conn_unref(c);
 	return r;
 }

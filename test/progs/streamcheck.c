@@ -526,6 +526,28 @@ static void server(int lfd)
 		close(ep);
 	}
 	close(fd);
+
+	/* 19: SO_RCVTIMEO set on the listener is the accepted socket's too
+	 * (the kernel copies it); a read on it times out */
+	{
+		struct timeval tv = {.tv_sec = 0, .tv_usec = 200000}, none = {0, 0};
+		/* the kernel copies it when the handshake completes: before the
+		 * client connects */
+		setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		sig(s2c);
+		fd = take(lfd);
+		setsockopt(lfd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+		r = read(fd, b, 1);
+		say("S inherited read %zd '%.*s'", r, (int)(r > 0 ? r : 0), b);
+		t0 = now();
+		r = read(fd, b, 1);
+		say("S inherited timeo read %zd %s waited %d", r, en(r < 0 ? errno : 0),
+		    now() - t0 > 0.15 && now() - t0 < 1.5);
+		sig(s2c);
+		r = read(fd, b, 1);
+		say("S inherited eof %zd", r);
+	}
+	close(fd);
 }
 
 /* ---- client side ---- */
@@ -816,6 +838,13 @@ static void client(void)
 		r += write_full(fd, big, 10);
 		say("C lowat sent %zd", r);
 	}
+	close(fd);
+
+	/* 19: a read on the server times out with the listener's SO_RCVTIMEO */
+	await(s2c);
+	fd = dial();
+	say("C inherited write %zd", write(fd, "i", 1));
+	await(s2c);
 	close(fd);
 }
 
