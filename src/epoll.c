@@ -956,7 +956,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			bell_update(ep);
 			pthread_mutex_unlock(&ep->lock);
 			if (wstart)
-				tp_wait_note(&ep->wait, now_ns() - wstart, !slept);
+				tp_wait_note(&ep->wait, now_ns() - wstart, slept ? TP_WAIT_SLEPT : TP_WAIT_SPUN);
 			return n;
 		}
 		pthread_mutex_unlock(&ep->lock);
@@ -1006,7 +1006,8 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		bell_update(ep);
 		pthread_mutex_unlock(&ep->lock);
 		if (wstart && (m || (!internal && k == 0)))
-			tp_wait_note(&ep->wait, now_ns() - wstart, !slept);
+			tp_wait_note(&ep->wait, now_ns() - wstart,
+				     !slept ? TP_WAIT_SPUN : m ? TP_WAIT_SLEPT : TP_WAIT_TIMEOUT);
 		if (m)
 			return m;
 		if (!internal && k == 0)

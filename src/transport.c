@@ -841,7 +841,7 @@ static int wait_event(struct tp *t, int64_t deadline)
 {
 	struct pollfd p[3];
 	struct tp_waiter w;
-	int rc, ms = 1000, intr;
+	int rc, ms = 1000, intr, prc;
 	int64_t start = mono_ns();
 	int64_t budget = tp_spin_budget_ns(&t->wait);
 
@@ -861,7 +861,7 @@ static int wait_event(struct tp *t, int64_t deadline)
 		/* The clock is read every 16th poll (see epoll.c's spin()). */
 		for (unsigned i = 1;; i++) {
 			if (progress(t)) {
-				tp_wait_note(&t->wait, mono_ns() - start, 1);
+				tp_wait_note(&t->wait, mono_ns() - start, TP_WAIT_SPUN);
 				return 0;
 			}
 			if (!(i & 15) && mono_ns() - start >= budget)
@@ -880,7 +880,7 @@ static int wait_event(struct tp *t, int64_t deadline)
 	 * one (the caller re-evaluates its condition). */
 	if (progress(t)) {
 		atomic_fetch_sub(&t->sleepers, 1);
-		tp_wait_note(&t->wait, mono_ns() - start, 1);
+		tp_wait_note(&t->wait, mono_ns() - start, TP_WAIT_SPUN);
 		return 0;
 	}
 	p[0].fd = t->cc->fd;
@@ -891,11 +891,12 @@ static int wait_event(struct tp *t, int64_t deadline)
 	p[2].fd = w.fd; /* -1: ignored */
 	p[2].events = POLLIN;
 	pthread_mutex_unlock(&t->lock);
-	intr = rsock_real.poll(p, 3, ms) < 0 && errno == EINTR;
+	prc = rsock_real.poll(p, 3, ms);
+	intr = prc < 0 && errno == EINTR;
 	atomic_fetch_sub(&t->sleepers, 1);
 	pthread_mutex_lock(&t->lock);
 	waitq_del(t, &w);
-	tp_wait_note(&t->wait, mono_ns() - start, 0);
+	tp_wait_note(&t->wait, mono_ns() - start, prc == 0 ? TP_WAIT_TIMEOUT : TP_WAIT_SLEPT);
 	tp_wait_done(t);
 	if (!intr && p[1].revents)
 		check_control(t);

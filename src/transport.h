@@ -62,6 +62,14 @@ extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
 struct tp_adapt {
 	_Atomic uint32_t avg_ns;
 	_Atomic uint32_t beyond; /* waits started with avg_ns beyond the ceiling */
+	_Atomic int quiet;       /* the last wait timed out with no event: no probe */
+};
+
+/* How a wait ended (tp_wait_note). */
+enum tp_wait_end {
+	TP_WAIT_SPUN,    /* its event was caught spinning */
+	TP_WAIT_SLEPT,   /* it slept, and its event woke it */
+	TP_WAIT_TIMEOUT, /* it slept, and no event came: a quiet stream */
 };
 
 /* Just beyond the ceiling: what a wait that slept counts for at most. */
@@ -75,6 +83,7 @@ static inline void tp_adapt_init(struct tp_adapt *a)
 {
 	atomic_init(&a->avg_ns, tp_adapt_beyond_ns());
 	atomic_init(&a->beyond, 0);
+	atomic_init(&a->quiet, 0);
 }
 
 /* The spin budget of the wait about to start, in nanoseconds. */
@@ -85,23 +94,25 @@ static inline int64_t tp_spin_budget_ns(struct tp_adapt *a)
 
 	if (!base || !avg)
 		return base;
-	if (avg > max)
-		return max > base && !(atomic_fetch_add_explicit(&a->beyond, 1, memory_order_relaxed) %
-				       TP_PROBE_EVERY)
+	if (avg > max) /* a quiet stream (a sleeper whose poll times out every second) never probes */
+		return max > base && !atomic_load_explicit(&a->quiet, memory_order_relaxed) &&
+				       !(atomic_fetch_add_explicit(&a->beyond, 1, memory_order_relaxed) %
+					 TP_PROBE_EVERY)
 			       ? max
 			       : base;
 	return b > max ? max : b < base ? base : b;
 }
 
-/* Fold one wait of waited_ns into the average. spun: its event was caught
- * without sleeping. */
-static inline void tp_wait_note(struct tp_adapt *a, int64_t waited_ns, int spun)
+/* Fold one wait of waited_ns into the average. */
+static inline void tp_wait_note(struct tp_adapt *a, int64_t waited_ns, enum tp_wait_end end)
 {
 	uint32_t avg = atomic_load_explicit(&a->avg_ns, memory_order_relaxed);
 	uint32_t cap = tp_adapt_beyond_ns();
 	uint32_t w = waited_ns < 0 ? 0 : waited_ns > cap ? cap : (uint32_t)waited_ns;
 
-	if (spun && avg > cap - 1000u)
+	if ((end == TP_WAIT_TIMEOUT) != atomic_load_explicit(&a->quiet, memory_order_relaxed))
+		atomic_store_explicit(&a->quiet, end == TP_WAIT_TIMEOUT, memory_order_relaxed);
+	if (end == TP_WAIT_SPUN && avg > cap - 1000u)
 		avg = 0; /* beyond the ceiling, and yet caught spinning: start again */
 	atomic_store_explicit(&a->avg_ns, avg ? (uint32_t)(((uint64_t)avg * 7 + w) / 8) : (w ? w : 1),
 			      memory_order_relaxed);

@@ -29,12 +29,12 @@ static struct run waits_on(struct tp_adapt *ap, unsigned n, int64_t rtt, int64_t
 	for (unsigned i = 0; i < n; i++) {
 		int64_t budget = tp_spin_budget_ns(a);
 		if (budget >= rtt) {
-			tp_wait_note(a, rtt, 1);
+			tp_wait_note(a, rtt, TP_WAIT_SPUN);
 			r.spun += rtt;
 			r.caught++;
 			r.caught_last += i >= n - 100;
 		} else {
-			tp_wait_note(a, rtt + wake, 0);
+			tp_wait_note(a, rtt + wake, TP_WAIT_SLEPT);
 			r.spun += budget;
 		}
 	}
@@ -86,15 +86,15 @@ static void test_one_sleep_does_not_stop_spinning(void **state)
 	start(&a, 110);
 	/* slow ones: the events came after 400 us, and the waiter slept */
 	for (unsigned i = 0; i < 100 && atomic_load(&a.avg_ns) <= 150 * US; i++)
-		tp_wait_note(&a, 400 * US + 350 * US, 0);
+		tp_wait_note(&a, 400 * US + 350 * US, TP_WAIT_SLEPT);
 	assert_true(atomic_load(&a.avg_ns) > 150 * US); /* beyond the ceiling now */
 	unsigned caught = 0;
 	for (unsigned i = 0; i < 100; i++) {
 		if (tp_spin_budget_ns(&a) >= 110 * US) {
-			tp_wait_note(&a, 110 * US, 1);
+			tp_wait_note(&a, 110 * US, TP_WAIT_SPUN);
 			caught++;
 		} else {
-			tp_wait_note(&a, 110 * US + 350 * US, 0);
+			tp_wait_note(&a, 110 * US + 350 * US, TP_WAIT_SLEPT);
 		}
 	}
 	assert_true(caught >= 90);
@@ -114,10 +114,10 @@ static void test_near_the_ceiling(void **state)
 	for (unsigned i = 0; i < 1000; i++) {
 		int64_t rtt = i % 10 == 9 ? 400 * US : 145 * US;
 		if (tp_spin_budget_ns(&a) >= rtt) {
-			tp_wait_note(&a, rtt, 1);
+			tp_wait_note(&a, rtt, TP_WAIT_SPUN);
 			caught++;
 		} else {
-			tp_wait_note(&a, rtt + 350 * US, 0);
+			tp_wait_note(&a, rtt + 350 * US, TP_WAIT_SLEPT);
 		}
 	}
 	assert_true(caught >= 850);
@@ -139,6 +139,30 @@ static void test_long_waits_mostly_sleep(void **state)
 	assert_true(r.spun <= 800 * 20 * US + (800 / TP_PROBE_EVERY + 2) * 500 * US);
 	/* and once they come back within the ceiling, the spinning does too */
 	assert_int_equal(waits_on(&a, 1000, 300 * US, 350 * US).caught_last, 100);
+}
+
+/* A quiet stream: a thread blocked in a read whose waits end every second
+ * with no event (wait_event's poll times out) never probes, so 1,000 idle
+ * connections of a thread-per-connection server spin only RSOCK_POLL_US a
+ * second each; the first event ends the quiet, and the probes resume. */
+static void test_quiet_never_probes(void **state)
+{
+	struct tp_adapt a;
+	int64_t spun = 0;
+
+	(void)state;
+	set(20, 500);
+	tp_adapt_init(&a);
+	for (unsigned i = 0; i < 100; i++) {
+		int64_t b = tp_spin_budget_ns(&a);
+		spun += b;
+		tp_wait_note(&a, b + 1000000000LL, TP_WAIT_TIMEOUT);
+	}
+	/* the first wait (a new stream's probe) only */
+	assert_true(spun <= 500 * US + 99 * 20 * US);
+	/* events again, within the ceiling: the spinning comes back */
+	tp_wait_note(&a, 3000 * US, TP_WAIT_SLEPT);
+	assert_int_equal(waits_on(&a, 200, 100 * US, 350 * US).caught_last, 100);
 }
 
 /* RSOCK_POLL_US=0 turns spinning off; a ceiling at the floor never probes. */
@@ -163,6 +187,7 @@ int main(void)
 		cmocka_unit_test(test_one_sleep_does_not_stop_spinning),
 		cmocka_unit_test(test_near_the_ceiling),
 		cmocka_unit_test(test_long_waits_mostly_sleep),
+		cmocka_unit_test(test_quiet_never_probes),
 		cmocka_unit_test(test_off),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
