@@ -59,8 +59,8 @@ static void set(unsigned base_us, unsigned max_us)
 /* A waiter whose average is avg_us. */
 static void start(struct tp_adapt *a, unsigned avg_us)
 {
-	atomic_init(&a->avg_ns, avg_us * US);
-	atomic_init(&a->beyond, 0);
+	tp_adapt_init(a);
+	atomic_store(&a->avg_ns, avg_us * US);
 }
 
 /* Events within the ceiling are caught spinning. */
