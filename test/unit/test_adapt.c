@@ -19,24 +19,32 @@ struct run {
 	unsigned caught_last;  /* of the last 100 waits */
 };
 
-/* n waits of a waiter whose event comes after rtt and whose sleep costs
- * wake more. */
-static struct run waits_on(struct tp_adapt *ap, unsigned n, int64_t rtt, int64_t wake)
+/* One wait of a waiter whose event comes after rtt and whose sleep costs
+ * wake more. Returns 1 when its spin caught the event; adds what it spun
+ * to *spun. */
+static int one_wait(struct tp_adapt *a, int64_t rtt, int64_t wake, int64_t *spun)
 {
-	struct tp_adapt *a = ap;
+	int64_t budget = tp_spin_budget_ns(a);
+
+	if (budget >= rtt) {
+		tp_wait_note(a, rtt, TP_WAIT_SPUN);
+		*spun += rtt;
+		return 1;
+	}
+	tp_wait_note(a, rtt + wake, TP_WAIT_SLEPT);
+	*spun += budget;
+	return 0;
+}
+
+/* n such waits. */
+static struct run waits_on(struct tp_adapt *a, unsigned n, int64_t rtt, int64_t wake)
+{
 	struct run r = {0, 0, 0};
 
 	for (unsigned i = 0; i < n; i++) {
-		int64_t budget = tp_spin_budget_ns(a);
-		if (budget >= rtt) {
-			tp_wait_note(a, rtt, TP_WAIT_SPUN);
-			r.spun += rtt;
-			r.caught++;
-			r.caught_last += i >= n - 100;
-		} else {
-			tp_wait_note(a, rtt + wake, TP_WAIT_SLEPT);
-			r.spun += budget;
-		}
+		int c = one_wait(a, rtt, wake, &r.spun);
+		r.caught += c;
+		r.caught_last += c && i >= n - 100;
 	}
 	return r;
 }
@@ -88,16 +96,7 @@ static void test_one_sleep_does_not_stop_spinning(void **state)
 	for (unsigned i = 0; i < 100 && atomic_load(&a.avg_ns) <= 150 * US; i++)
 		tp_wait_note(&a, 400 * US + 350 * US, TP_WAIT_SLEPT);
 	assert_true(atomic_load(&a.avg_ns) > 150 * US); /* beyond the ceiling now */
-	unsigned caught = 0;
-	for (unsigned i = 0; i < 100; i++) {
-		if (tp_spin_budget_ns(&a) >= 110 * US) {
-			tp_wait_note(&a, 110 * US, TP_WAIT_SPUN);
-			caught++;
-		} else {
-			tp_wait_note(&a, 110 * US + 350 * US, TP_WAIT_SLEPT);
-		}
-	}
-	assert_true(caught >= 90);
+	assert_true(waits_on(&a, 100, 110 * US, 350 * US).caught >= 90);
 	assert_true(atomic_load(&a.avg_ns) <= 150 * US);
 }
 
@@ -107,19 +106,13 @@ static void test_near_the_ceiling(void **state)
 {
 	struct tp_adapt a;
 	unsigned caught = 0;
+	int64_t spun = 0;
 
 	(void)state;
 	set(20, 150);
 	tp_adapt_init(&a);
-	for (unsigned i = 0; i < 1000; i++) {
-		int64_t rtt = i % 10 == 9 ? 400 * US : 145 * US;
-		if (tp_spin_budget_ns(&a) >= rtt) {
-			tp_wait_note(&a, rtt, TP_WAIT_SPUN);
-			caught++;
-		} else {
-			tp_wait_note(&a, rtt + 350 * US, TP_WAIT_SLEPT);
-		}
-	}
+	for (unsigned i = 0; i < 1000; i++)
+		caught += one_wait(&a, i % 10 == 9 ? 400 * US : 145 * US, 350 * US, &spun);
 	assert_true(caught >= 850);
 }
 
