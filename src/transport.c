@@ -1805,11 +1805,6 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 
 	if (!want)
 		return 0;
-	/* as tcp_recvmsg: MSG_WAITALL wants all, else SO_RCVLOWAT (at least 1) */
-	target = flags & MSG_WAITALL ? want
-				     : (size_t)atomic_load_explicit(&t->rcvlowat, memory_order_relaxed);
-	if (target > want)
-		target = want;
 	if (RSOCK_UNLIKELY(flags & MSG_OOB)) {
 		/* Urgent data travels only on the kernel socket (a sender moves
 		 * the stream to TCP first), out of band: it answers, the urgent
@@ -1822,6 +1817,11 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
 		return sw_enter(t) ? -EIO : sw_recv(t, iov, iovcnt, 0, flags);
 	nonblock |= !!(flags & MSG_DONTWAIT);
+	/* as tcp_recvmsg: MSG_WAITALL wants all, else SO_RCVLOWAT (at least 1) */
+	target = flags & MSG_WAITALL ? want
+				     : (size_t)atomic_load_explicit(&t->rcvlowat, memory_order_relaxed);
+	if (target > want)
+		target = want;
 	pthread_mutex_lock(&t->lock);
 	for (;;) {
 		progress(t);
