@@ -30,6 +30,7 @@
 #define TP_CTL_RESERVE 2 /* send-queue slots kept for credits and FIN */
 #define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
 #define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
+#define TP_LINGER_MS 2000  /* the most close() waits for what it posted */
 #define TP_SPILL_MAX (8u << 20) /* the most a stream keeps read beyond its ring */
 #define TP_SPILL_AFTER_MS 20    /* a blocked send's wait before it spills */
 
@@ -841,17 +842,19 @@ static int wait_event(struct tp *t, int64_t deadline)
 {
 	struct pollfd p[3];
 	struct tp_waiter w;
-	int rc, ms = 1000, intr, prc;
+	int rc, ms = -1, intr, prc;
 	int64_t start = mono_ns();
 	int64_t budget = tp_spin_budget_ns(&t->wait);
 
+	/* Without a deadline the sleep has no time-out, as poll()'s in
+	 * event.c: everything a blocked call waits for wakes it (doc/design.md
+	 * section 9, "Waiting"). */
 	if (deadline) {
 		if (start >= deadline)
 			return 0;
 		if (budget > deadline - start)
 			budget = deadline - start;
-		if (deadline - start < 1000000000)
-			ms = (int)((deadline - start + 999999) / 1000000);
+		ms = (int)((deadline - start + 999999) / 1000000);
 	}
 
 	/* Bounded busy-poll first (adaptive, RSOCK_POLL_US .. RSOCK_POLL_MAX_US):
@@ -1278,6 +1281,7 @@ static int switch_locked(struct tp *t, int have_total, uint64_t peer_total)
 	}
 	atomic_store_explicit(&t->sw, 1, memory_order_release);
 	atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+	waitq_ring(t); /* the owner's other threads asleep on it read TCP now */
 	if (atomic_load_explicit(&t->watchers, memory_order_relaxed))
 		event_kick();
 	return rc;
@@ -2196,8 +2200,6 @@ void tp_reap_fork_child(void)
 
 void tp_close(struct tp *t, int abort)
 {
-	struct timespec start, now;
-
 	int forked, published, pfd = -1;
 
 	if (t->owner != rsock_pid()) {
@@ -2253,15 +2255,12 @@ void tp_close(struct tp *t, int abort)
 				t->fin_sent = 1;
 		}
 		/* Let what was posted reach the peer (bounded, like a short linger). */
-		clock_gettime(CLOCK_MONOTONIC, &start);
+		int64_t until = mono_ns() + TP_LINGER_MS * 1000000LL;
 		for (;;) {
 			progress(t);
-			if (!t->sq_busy || t->err || t->peer_gone)
+			if (!t->sq_busy || t->err || t->peer_gone || timed_out(until))
 				break;
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			if (now.tv_sec - start.tv_sec >= 2)
-				break;
-			wait_event(t, 0);
+			wait_event(t, until);
 		}
 	}
 	t->close_abort = abort;

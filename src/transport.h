@@ -94,7 +94,7 @@ static inline int64_t tp_spin_budget_ns(struct tp_adapt *a)
 
 	if (!base || !avg)
 		return base;
-	if (avg > max) /* a quiet stream (a sleeper whose poll times out every second) never probes */
+	if (avg > max) /* a quiet stream (its last wait ended with no event) never probes */
 		return max > base && !atomic_load_explicit(&a->quiet, memory_order_relaxed) &&
 				       !(atomic_fetch_add_explicit(&a->beyond, 1, memory_order_relaxed) %
 					 TP_PROBE_EVERY)

@@ -577,6 +577,30 @@ PY
 	stats_only_rdma cli-exit.log
 }
 
+@test "idle blocked readers sleep: 50 threads in recv() on silent RDMA streams do not wake, as on TCP, and each wakes for its EOF" {
+	require_cmd python3
+	# test/rdma/idle.py: the server's threads' voluntary context switches
+	# over 3 s while each blocks in recv() on a silent client. Before
+	# session 20 a blocked call's sleep woke every second (151 here).
+	local port w
+	for path in tcp rdma; do
+		local pre=()
+		[ "$path" = rdma ] && pre=(LD_PRELOAD="$(rsock_preload_value)")
+		port=$(free_port)
+		rm -f idle.ready
+		start_bg "idle-$path" env "${pre[@]}" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/idle-$path.log" \
+			python3 "$BATS_TEST_DIRNAME/idle.py" srv "$ADDR_B" "$port" 50 3
+		wait_for_port "$port" 15 "$BG_PID"
+		bounded 60 env "${pre[@]}" python3 "$BATS_TEST_DIRNAME/idle.py" cli "$ADDR_B" "$port" 50
+		wait_bg "$BG_PID" 30
+		cat "idle-$path.out"
+		grep -qx "eofs 50 of 50" "idle-$path.out"
+		w=$(sed -n 's/.*: \([0-9]*\) wake-ups.*/\1/p' "idle-$path.out")
+		[ -n "$w" ] && [ "$w" -lt 25 ]
+	done
+	stats_only_rdma idle-rdma.log
+}
+
 @test "Python's subprocess (vfork; the child closes every descriptor, or takes the stream as its stdin and stdout) leaves the server's RDMA stream intact" {
 	require_cmd python3
 	# subprocess forks with vfork: the child shares the server's memory,
