@@ -171,40 +171,97 @@ bw_raw() {
 		awk -v s="$1" '$1 == s && $4 ~ /^[0-9.]+$/ { printf "%.1f\n", $4 * 1.048576 }'
 }
 
+# The guest's speed drifts between modes that last minutes (the same
+# binary's 64 B p50 has been 66 and 150 us in two runs): so each run
+# measures every path in turn, the order rotated from run to run, and a
+# path's figure is the median of its runs. A path measured only during a
+# slow spell would otherwise be compared with one measured in a fast one.
+# rotated R ITEMS...: the items, starting with the (R mod count)th
+rotated() {
+	local r=$1
+	shift
+	local items=("$@") i
+	for ((i = 0; i < ${#items[@]}; i++)); do
+		echo "${items[$(((i + r) % ${#items[@]}))]}"
+	done
+}
+# interleave FUNCTION ITEMS...: RUNS rounds of "FUNCTION item" for every
+# item, rotated; sets RES[item] to the median of its lines. FUNCTION runs
+# in this shell (not a command substitution), so that the ports it takes
+# stay taken.
+declare -A RES
+IL_OUT=$(mktemp)
+interleave() {
+	local fn=$1 r item
+	shift
+	declare -A got=()
+	for r in $(seq "$RUNS"); do
+		for item in $(rotated "$r" "$@"); do
+			"$fn" "$item" >"$IL_OUT" 2>/dev/null || true
+			got[$item]+="$(cat "$IL_OUT")"$'\n'
+		done
+	done
+	RES=()
+	for item in "$@"; do
+		RES[$item]=$(printf '%s' "${got[$item]}" | median)
+	done
+}
+
 declare -A LAT BW BW4 CONN HOLDR CPU
 # ---- latency ---------------------------------------------------------------
+lat_one() { # PATH or perftest program, for $size
+	case $1 in
+	ib_*) lat_raw "$1" "$size" ;;
+	*) sb "$1" 1 pingpong "$size" "$PP_COUNT" ;;
+	esac
+}
 for size in $LAT_SIZES; do
-	for path in $PATHS; do
-		LAT[$path,$size]=$(for _ in $(seq "$RUNS"); do sb "$path" 1 pingpong "$size" "$PP_COUNT"; done | median)
-	done
-	for prog in ib_write_lat ib_send_lat; do
-		LAT[$prog,$size]=$(for _ in $(seq "$RUNS"); do lat_raw "$prog" "$size"; done | median)
+	interleave lat_one $PATHS ib_write_lat ib_send_lat
+	for k in $PATHS ib_write_lat ib_send_lat; do
+		LAT[$k,$size]=${RES[$k]}
 	done
 	log "latency $size B: tcp ${LAT[tcp,$size]} rsocket ${LAT[rsocket,$size]} librsock ${LAT[librsock,$size]} write_lat ${LAT[ib_write_lat,$size]}"
 done
 # ---- throughput ------------------------------------------------------------
+bw_one() { # PATH, PATH:4 (4 parallel streams) or raw, for $size and $bytes
+	case $1 in
+	raw) bw_raw "$size" ;;
+	*:4) sb "${1%:4}" 4 stream "$size" $((bytes / 4)) 4 | aggregate 4 $((bytes / 4)) ;;
+	*) sb "$1" 1 stream "$size" "$bytes" ;;
+	esac
+}
 for size in $BW_SIZES; do
 	# 2,000 writes, at most STREAM_MB (small writes are slow on a TCG guest)
 	bytes=$((size * 2000))
 	[ "$bytes" -le $((STREAM_MB * 1000000)) ] || bytes=$((STREAM_MB * 1000000))
+	items=()
 	for path in $PATHS; do
-		BW[$path,$size]=$(for _ in $(seq "$RUNS"); do sb "$path" 1 stream "$size" "$bytes"; done | median)
-		BW4[$path,$size]=$(for _ in $(seq "$RUNS"); do sb "$path" 4 stream "$size" $((bytes / 4)) 4 | aggregate 4 $((bytes / 4)); done | median)
+		items+=("$path" "$path:4")
 	done
-	BW[raw,$size]=$(for _ in $(seq "$RUNS"); do bw_raw "$size"; done | median)
+	interleave bw_one "${items[@]}" raw
+	for path in $PATHS; do
+		BW[$path,$size]=${RES[$path]}
+		BW4[$path,$size]=${RES[$path:4]}
+	done
+	BW[raw,$size]=${RES[raw]}
 	log "stream $size B: tcp ${BW[tcp,$size]} rsocket ${BW[rsocket,$size]} librsock ${BW[librsock,$size]} (x4 ${BW4[librsock,$size]}) write_bw ${BW[raw,$size]}"
 done
 # ---- connection set-up -----------------------------------------------------
-for path in $PATHS; do
-	CONN[$path]=$(for _ in $(seq "$RUNS"); do sb "$path" "$CONN_COUNT" connect 1 "$CONN_COUNT"; done | median)
+conn_one() { # PATH or rdma_cm (bench/cmconnect.c)
+	if [ "$1" = rdma_cm ]; then
+		port=$((port + 1))
+		timeout 120 "$CMC" server "$B" "$port" "$CONN_COUNT" >/dev/null 2>&1 &
+		sleep 0.5
+		timeout 120 "$CMC" client "$B" "$port" "$A" "$CONN_COUNT" 2>/dev/null || echo failed
+		wait 2>/dev/null || true
+	else
+		sb "$1" "$CONN_COUNT" connect 1 "$CONN_COUNT"
+	fi
+}
+interleave conn_one $PATHS rdma_cm
+for k in $PATHS rdma_cm; do
+	CONN[$k]=${RES[$k]}
 done
-CONN[rdma_cm]=$(for _ in $(seq "$RUNS"); do
-	port=$((port + 1))
-	timeout 120 "$CMC" server "$B" "$port" "$CONN_COUNT" >/dev/null 2>&1 &
-	sleep 0.5
-	timeout 120 "$CMC" client "$B" "$port" "$A" "$CONN_COUNT" 2>/dev/null || echo failed
-	wait 2>/dev/null || true
-done | median)
 log "connect: tcp ${CONN[tcp]} rsocket ${CONN[rsocket]} librsock ${CONN[librsock]} rdma_cm ${CONN[rdma_cm]}"
 # ---- memory: HOLD connections at once --------------------------------------
 for path in $PATHS; do
