@@ -14,12 +14,21 @@ echo_clients(host, port, msg, count, bind=None): count times connect (after
 import socket
 
 
-def listener(host, port):
+def listener(host, port, backlog=4):
     l = socket.socket()
     l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     l.bind((host, port))
-    l.listen(4)
+    l.listen(backlog)
     return l
+
+
+def read_to_eof(s):
+    got = bytearray()
+    while True:
+        d = s.recv(65536)
+        if not d:
+            return bytes(got)
+        got += d
 
 
 def read_exact(s, n):

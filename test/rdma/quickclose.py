@@ -6,26 +6,20 @@ their whole message."""
 import socket
 import sys
 
+from echoes import listener, read_to_eof
+
 role, host, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 MSG = b"0123456789"
 if role == "srv":
-    lsn = socket.socket()
-    lsn.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsn.bind((host, port))
-    lsn.listen(64)
+    lsn = listener(host, port, 64)
     whole = 0
     for i in range(n):
         c, _ = lsn.accept()
-        got = b""
-        while True:
-            b = c.recv(64)
-            if not b:
-                break
-            got += b
+        got = read_to_eof(c)
+        c.close()
         whole += got == MSG
         if got != MSG:
             print("stream %d brought %r" % (i, got), flush=True)
-        c.close()
     print("whole %d of %d" % (whole, n), flush=True)
 else:
     for i in range(n):
