@@ -33,6 +33,16 @@
 #define TP_LINGER_MS 2000  /* the most close() waits for what it posted */
 #define TP_SPILL_MAX (8u << 20) /* the most a stream keeps read beyond its ring */
 #define TP_SPILL_AFTER_MS 20    /* a blocked send's wait before it spills */
+/* A reader that waited TP_SINK_WAITS times in a row since it last sent,
+ * each time after reading at least TP_SINK_BYTES, is a bulk sink (the
+ * receiving end of a stream of large writes, not a request and its
+ * answer): its read waits spin only RSOCK_POLL_US. The peer's bytes gather
+ * in the ring while it sleeps, a wake-up is paid once per large message,
+ * and where the CPUs were busy (4 streams on 2) the spin took the CPU the
+ * senders needed. Small messages keep the spin: there a wake-up for every
+ * few of them cost more than it saved (doc/design.md section 9). */
+#define TP_SINK_WAITS 4
+#define TP_SINK_BYTES (16u * 1024)
 
 struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500, .ring_cache = 8,
 				  .zcopy_kb = 256};
@@ -838,13 +848,16 @@ static int intr_fails(int64_t deadline)
 /* deadline: CLOCK_MONOTONIC nanoseconds after which the caller gives up (0:
  * none); the wait returns by then. Returns -EINTR when a signal handler
  * interrupted the sleep, else 0. */
-static int wait_event(struct tp *t, int64_t deadline)
+static int wait_event(struct tp *t, int64_t deadline, int sink)
 {
 	struct pollfd p[3];
 	struct tp_waiter w;
 	int rc, ms = -1, intr, prc;
 	int64_t start = mono_ns();
 	int64_t budget = tp_spin_budget_ns(&t->wait);
+
+	if (sink && budget > (int64_t)tp_settings.poll_us * 1000)
+		budget = (int64_t)tp_settings.poll_us * 1000;
 
 	/* Without a deadline the sleep has no time-out, as poll()'s in
 	 * event.c: everything a blocked call waits for wakes it (doc/design.md
@@ -1584,7 +1597,7 @@ static void zc_end(struct tp *t, struct zc_span *zc)
 		if ((!t->sig_count || t->sig[(t->sig_head + t->sig_count - 1) % TP_SQ_DEPTH].seq < zc->seq) &&
 		    t->sq_busy < TP_SQ_DEPTH && post_fence(t) == 0)
 			continue;
-		wait_event(t, 0);
+		wait_event(t, 0, 0);
 	}
 	if (ibv_dereg_mr(zc->mr))
 		log_debug("fd %d: deregistering a send span failed", t->tcp_fd);
@@ -1612,6 +1625,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		r = -EPIPE;
 		goto out;
 	}
+	t->sink_waits = 0; /* it sends: its reads wait for answers */
 	while (done < want) {
 		uint32_t n;
 		struct ring_span rs[2];
@@ -1670,7 +1684,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			}
 			if (spill_at && t->rx_unacked && mono_ns() >= spill_at)
 				send_credit(t); /* a spill's credit the send queue had no room for */
-			if (wait_event(t, wait_until) == -EINTR && intr_fails(deadline)) {
+			if (wait_event(t, wait_until, 0) == -EINTR && intr_fails(deadline)) {
 				r = -EINTR; /* what was sent, else EINTR, as TCP */
 				break;
 			}
@@ -1889,7 +1903,13 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		}
 		if (unread(t))
 			lowat_wait_prep(t);
-		if (wait_event(t, deadline) == -EINTR && intr_fails(deadline)) {
+		if (t->rx.head - t->sink_mark < TP_SINK_BYTES)
+			t->sink_waits = 0;
+		else if (t->sink_waits < TP_SINK_WAITS)
+			t->sink_waits++;
+		t->sink_mark = t->rx.head;
+		if (wait_event(t, deadline, t->sink_waits >= TP_SINK_WAITS) == -EINTR &&
+		    intr_fails(deadline)) {
 			if (unread(t)) { /* a peek short of SO_RCVLOWAT */
 				nonblock = 1;
 				continue;
@@ -2074,7 +2094,7 @@ static int post_ctl(struct tp *t, enum proto_imm_type type)
 	for (int i = 0; i < 100 && t->sq_busy >= TP_SQ_DEPTH && !t->err; i++) {
 		progress(t);
 		if (t->sq_busy >= TP_SQ_DEPTH)
-			wait_event(t, 0);
+			wait_event(t, 0, 0);
 	}
 	if (t->err)
 		return t->err;
@@ -2260,7 +2280,7 @@ void tp_close(struct tp *t, int abort)
 			progress(t);
 			if (!t->sq_busy || t->err || t->peer_gone || timed_out(until))
 				break;
-			wait_event(t, until);
+			wait_event(t, until, 0);
 		}
 	}
 	t->close_abort = abort;
