@@ -287,11 +287,6 @@ CONF
 	grep -oE 'streams tcp=[0-9]+ rdma=[0-9]+' srv.log | tail -n 1 | awk -F'rdma=' -v n="$n" '{ exit !($2 >= n) }'
 }
 
-# The stats line's count NAME=N of a log.
-stat_of() {
-	stats_line "$1" | grep -oE "(^| )$2=[0-9]+" | tail -n 1 | cut -d= -f2
-}
-
 @test "lazy arming: an epoll server kept busy takes no completion event per request (RSOCK_POLL_US spin)" {
 	require_cmd redis-server redis-benchmark
 	local port n=3000 events arms

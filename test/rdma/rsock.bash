@@ -119,6 +119,11 @@ stats_tcp() {
 	fi
 }
 
+# The stats line's count NAME=N of a log.
+stat_of() {
+	stats_line "$1" | grep -oE "(^| )$2=[0-9]+" | tail -n 1 | cut -d= -f2
+}
+
 # stats_only_rdma FILE: at least one stream, and every stream carried by RDMA
 # (none fell back: concurrent connects included).
 stats_only_rdma() {

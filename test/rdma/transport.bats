@@ -601,6 +601,30 @@ PY
 	stats_only_rdma idle-rdma.log
 }
 
+@test "a bulk reader sleeps between large messages instead of spinning through the transfer; the bytes arrive intact" {
+	require_cmd python3
+	# test/rdma/sink.py: 16 MiB in 1 MiB writes to a server reading to
+	# EOF. With a 100 ms ceiling the adaptive poll would catch nearly
+	# every message spinning (the library before b385d56: 4-10 completion
+	# events, and a CPU held for the whole transfer); a reader that only
+	# reads large messages spins RSOCK_POLL_US and sleeps (about 460).
+	local port events
+	port=$(free_port)
+	start_bg sink env LD_PRELOAD="$(rsock_preload_value)" RSOCK_POLL_MAX_US=100000 \
+		RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/sink.log" \
+		python3 "$BATS_TEST_DIRNAME/sink.py" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 60 env LD_PRELOAD="$(rsock_preload_value)" \
+		python3 "$BATS_TEST_DIRNAME/sink.py" cli "$ADDR_B" "$port" 16
+	wait_bg "$BG_PID" 30
+	cat sink.out
+	grep -q "^got 16777216 " sink.out
+	stats_only_rdma sink.log
+	events=$(stat_of sink.log cq_events)
+	echo "# bulk reader: $events completion events, $(cut -d' ' -f4 sink.out) s of CPU" >&3
+	[ "$events" -ge 100 ]
+}
+
 @test "a server that accepts late gets exactly what its clients wrote and closed meanwhile, no hand-shake bytes; clients that write and close at once lose nothing" {
 	require_cmd python3
 	# test/rdma/lateaccept.py: 4 clients connect, write and close while
