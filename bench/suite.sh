@@ -372,18 +372,16 @@ if [ "${#CPU[@]}" -gt 0 ]; then
 fi
 l64=$(c "${LAT[librsock,64]:-failed}" 1) t64=$(c "${LAT[tcp,64]:-failed}" 1) w64=$(c "${LAT[ib_write_lat,64]:-failed}" 1)
 s64=$(c "${BW[librsock,65536]:-failed}" 1) st64=$(c "${BW[tcp,65536]:-failed}" 1) r64=$(c "${BW[raw,65536]:-failed}" 1)
-# the sizes where librsock is not ahead of rsocket: "lat", "bw" or "bw4"
-# (lower latency, more MB/s)
+# behind SIZES ARRAY OP: the sizes where librsock is not ahead of rsocket
+# in ARRAY (LAT, BW or BW4), ahead meaning librsock OP rsocket (< for a
+# latency, > for a rate)
 behind() {
-	local kind=$1 size a b out=""
-	for size in $([ "$kind" = lat ] && echo "$LAT_SIZES" || echo "$BW_SIZES"); do
-		case $kind in
-		lat) a=$(c "${LAT[librsock,$size]}" 1) b=$(c "${LAT[rsocket,$size]}" 1) ;;
-		bw) a=$(c "${BW[librsock,$size]}" 1) b=$(c "${BW[rsocket,$size]}" 1) ;;
-		bw4) a=$(c "${BW4[librsock,$size]}" 1) b=$(c "${BW4[rsocket,$size]}" 1) ;;
-		esac
-		awk -v a="$a" -v b="$b" -v lat=$([ "$kind" = lat ] && echo 1 || echo 0) \
-			'BEGIN { exit !(a != "-" && (b == "-" || (lat ? a + 0 < b + 0 : a + 0 > b + 0))) }' ||
+	local -n m=$2
+	local size a b out=""
+	for size in $1; do
+		a=$(c "${m[librsock,$size]}" 1) b=$(c "${m[rsocket,$size]}" 1)
+		awk -v a="$a" -v b="$b" -v op="$3" \
+			'BEGIN { exit !(a != "-" && (b == "-" || (op == "<" ? a + 0 < b + 0 : a + 0 > b + 0))) }' ||
 			out="$out${out:+, }$size"
 	done
 	echo "$out"
@@ -406,9 +404,9 @@ echo "| 64 B p50 ≤ 1.5× ib_write_lat (round trip) | $(ratio "$l64" "$w64")× 
 echo "| 64 B p50 ≤ 0.25× kernel TCP | $(ratio "$l64" "$t64")× | $(verdict "$(ratio "$l64" "$t64")" '<=' 0.25) |"
 echo "| 64 KiB stream ≥ 0.9× ib_write_bw | $(ratio "$s64" "$r64")× | $(verdict "$(ratio "$s64" "$r64")" '>=' 0.9) |"
 echo "| 64 KiB stream ≥ 1.5× kernel TCP | $(ratio "$s64" "$st64")× | $(verdict "$(ratio "$s64" "$st64")" '>=' 1.5) |"
-ahead_row "better than rsocket at every size: p50 round trip" "$(behind lat)"
-ahead_row "better than rsocket at every size: one stream" "$(behind bw)"
-ahead_row "better than rsocket at every size: 4 parallel streams" "$(behind bw4)"
+ahead_row "better than rsocket at every size: p50 round trip" "$(behind "$LAT_SIZES" LAT "<")"
+ahead_row "better than rsocket at every size: one stream" "$(behind "$BW_SIZES" BW ">")"
+ahead_row "better than rsocket at every size: 4 parallel streams" "$(behind "$BW_SIZES" BW4 ">")"
 echo "| set-up (until the first byte came back) ≤ 2× bare rdma_cm connect | $(ratio "$(c "${CONN[librsock]}" 1)" "$(c "${CONN[rdma_cm]}" 1)")× | $(verdict "$(ratio "$(c "${CONN[librsock]}" 1)" "$(c "${CONN[rdma_cm]}" 1)")" '<=' 2) |"
 echo "| ≤ 512 KiB registered per connection, $HOLD held | $(c "${HOLDR[librsock]}" 2) B | $(verdict "$(c "${HOLDR[librsock]}" 2)" '<=' 524288) |"
 echo
