@@ -9,8 +9,10 @@
 #include "build-config.h"
 #endif
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -49,10 +51,91 @@ static struct tp *io_begin(int fd, struct conn **cp)
 	return atomic_load_explicit(&c->path, memory_order_acquire) == CONN_PATH_RDMA ? c->tp : NULL;
 }
 
+/* ---- the buffers of a call on an RDMA stream --------------------------------- */
+
+/* The kernel checks a call's buffers before it moves a byte (access_ok): a
+ * range in its own half of the address space, or one that wraps, fails the
+ * whole call with EFAULT. Where it copies, a buffer in unmapped user memory
+ * faults then: EFAULT if nothing was copied yet, else the bytes copied. The
+ * library copies with memcpy, where the same buffer is a SIGSEGV of the
+ * application. What a range check can tell is checked: the kernel's half
+ * (anything from 2^56 up: the largest user space of x86-64 and arm64 is
+ * below; a pointer such as (void *)-1) and the null page. Another unmapped
+ * user address still faults in the copy. */
+#if UINTPTR_MAX > 0xffffffffu
+#define USER_TOP ((uintptr_t)1 << 56)
+#else
+#define USER_TOP ((uintptr_t)0xc0000000u) /* the 3G/1G split */
+#endif
+#define NULL_PAGE ((uintptr_t)4096)
+
+static int range_outside(const void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	return n && (a >= USER_TOP || n > USER_TOP - a);
+}
+
+/* A call's vector as the kernel takes it: -EINVAL for a count beyond
+ * IOV_MAX or a length that is negative as ssize_t, -EFAULT for a vector or
+ * a buffer outside user space; else the number of leading elements the
+ * kernel copies before it faults on a buffer in the null page (n: none
+ * there), with *bytes their length. */
+static int iov_check(const struct iovec *iov, int n, size_t *bytes)
+{
+	int k = n;
+
+	*bytes = 0;
+	if (n < 0 || n > IOV_MAX)
+		return -EINVAL;
+	if (n && ((uintptr_t)iov < NULL_PAGE || range_outside(iov, (size_t)n * sizeof(*iov))))
+		return -EFAULT;
+	for (int i = 0; i < n; i++)
+		if ((ssize_t)iov[i].iov_len < 0)
+			return -EINVAL;
+	for (int i = 0; i < n; i++) {
+		if (range_outside(iov[i].iov_base, iov[i].iov_len))
+			return -EFAULT;
+		if (k == n && iov[i].iov_len && (uintptr_t)iov[i].iov_base < NULL_PAGE)
+			k = i;
+		if (k == n)
+			*bytes += iov[i].iov_len;
+	}
+	return k;
+}
+
+/* A message header the kernel could not read (EFAULT). */
+static int msg_outside(const struct msghdr *msg)
+{
+	return (uintptr_t)msg < NULL_PAGE || range_outside(msg, sizeof(*msg));
+}
+
+/* msg_iovlen as a count: one beyond IOV_MAX fails iov_check (EINVAL). */
+static int msg_iovcnt(const struct msghdr *msg)
+{
+	return msg->msg_iovlen > IOV_MAX ? IOV_MAX + 1 : (int)msg->msg_iovlen;
+}
+
 static ssize_t rdma_recv(struct conn *c, struct tp *t, const struct iovec *iov, int n, int flags)
 {
+	size_t good;
 	ssize_t r;
+	int k;
 
+	/* MSG_TRUNC discards without touching the buffer, as TCP does. */
+	if (!(flags & MSG_TRUNC)) {
+		if ((k = iov_check(iov, n, &good)) < 0)
+			return k;
+		if (k < n && !good) {
+			/* The kernel waits for bytes (or the end), then faults
+			 * on the first, which stays unread. */
+			char one;
+			struct iovec v = {&one, 1};
+			r = tp_recv(t, &v, 1, (flags & ~MSG_WAITALL) | MSG_PEEK, atomic_load(&c->nonblock));
+			return r > 0 ? -EFAULT : r;
+		}
+		n = k; /* the bytes before the buffer that would fault */
+	}
 	r = tp_recv(t, iov, n, flags, atomic_load(&c->nonblock));
 	if (!(flags & MSG_PEEK))
 		conn_account_rx(c, r);
@@ -65,8 +148,18 @@ static ssize_t rdma_recv(struct conn *c, struct tp *t, const struct iovec *iov, 
 static ssize_t rdma_send(struct conn *c, struct tp *t, int fd, const struct iovec *iov, int n,
 			 int flags)
 {
+	size_t good;
+	int k = iov_check(iov, n, &good);
 	ssize_t r;
 
+	(void)good;
+	if (k < 0)
+		return k;
+	/* The kernel copies a send in pieces of up to a segment's size, each
+	 * all or nothing: a small one that reaches the null page is EFAULT
+	 * with nothing sent (a large one may send its first pieces). */
+	if (k < n)
+		return -EFAULT;
 	/* Urgent data (telnet, FTP's ABOR) exists only in TCP: the stream
 	 * moves there first, in order, and the kernel socket sends it. A peer
 	 * too old for the hand-over gets the bytes in band. */
@@ -230,9 +323,10 @@ static RSOCK_COLD void pass_fds(const struct msghdr *msg)
 
 static RSOCK_COLD ssize_t sendmsg_slow(int fd, const struct msghdr *msg, int flags)
 {
-	if (msg && msg->msg_controllen)
+	if (msg && !msg_outside(msg) && msg->msg_controllen)
 		pass_fds(msg);
-	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, msg->msg_iov, (int)msg->msg_iovlen, flags),
+	IO_SHIM(tx, fd, 0,
+		msg_outside(msg) ? -EFAULT : rdma_send(c_, t_, fd, msg->msg_iov, msg_iovcnt(msg), flags),
 		REAL_CALL(sendmsg, fd, msg, flags));
 }
 
@@ -285,7 +379,9 @@ RSOCK_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR
 
 static ssize_t rdma_recvmsg(struct conn *c, struct tp *t, struct msghdr *msg, int flags)
 {
-	ssize_t r = rdma_recv(c, t, msg->msg_iov, (int)msg->msg_iovlen, flags);
+	if (msg_outside(msg))
+		return -EFAULT;
+	ssize_t r = rdma_recv(c, t, msg->msg_iov, msg_iovcnt(msg), flags);
 
 	if (r >= 0) {
 		msg->msg_namelen = 0;

@@ -59,6 +59,7 @@ static const char *en(int e)
 
 
 static volatile sig_atomic_t alarms;
+static volatile int bad_count = -1; /* an iovec count the kernel refuses (EINVAL) */
 
 static void on_alarm(int sig)
 {
@@ -548,6 +549,32 @@ static void server(int lfd)
 		say("S inherited eof %zd", r);
 	}
 	close(fd);
+
+	/* 20: buffers the kernel cannot use: EFAULT (or EINVAL), no crash,
+	 * nothing lost */
+	fd = take(lfd);
+	errno = 0;
+	r = recv(fd, (void *)-1, 10, 0); /* outside user space: at once */
+	say("S fault recv outside %zd %s", r, en(r < 0 ? errno : 0));
+	await(c2s);
+	errno = 0;
+	r = recv(fd, NULL, 10, 0); /* the null page: once bytes are there */
+	say("S fault recv null %zd %s", r, en(r < 0 ? errno : 0));
+	{
+		struct iovec iv = {b, 10};
+		errno = 0;
+		r = readv(fd, &iv, bad_count);
+		say("S fault readv count %zd %s", r, en(r < 0 ? errno : 0));
+		errno = 0;
+		r = recvmsg(fd, NULL, 0);
+		say("S fault recvmsg null %zd %s", r, en(r < 0 ? errno : 0));
+	}
+	r = recv(fd, b, sizeof(b), 0);
+	say("S fault then %zd '%.*s'", r, (int)(r > 0 ? r : 0), b);
+	sig(s2c);
+	r = read(fd, b, 1);
+	say("S fault eof %zd", r);
+	close(fd);
 }
 
 /* ---- client side ---- */
@@ -844,6 +871,32 @@ static void client(void)
 	await(s2c);
 	fd = dial();
 	say("C inherited write %zd", write(fd, "i", 1));
+	await(s2c);
+	close(fd);
+
+	/* 20 */
+	fd = dial();
+	errno = 0;
+	r = send(fd, (void *)-1, 10, 0);
+	say("C fault send outside %zd %s", r, en(r < 0 ? errno : 0));
+	errno = 0;
+	r = send(fd, NULL, 10, 0);
+	say("C fault send null %zd %s", r, en(r < 0 ? errno : 0));
+	say("C fault send null empty %zd", send(fd, NULL, 0, 0));
+	{
+		struct iovec iv[2] = {{"ab", 2}, {NULL, 5}}, one = {"x", 1};
+		errno = 0;
+		r = writev(fd, iv, 2);
+		say("C fault writev then null %zd %s", r, en(r < 0 ? errno : 0));
+		errno = 0;
+		r = writev(fd, &one, bad_count);
+		say("C fault writev count %zd %s", r, en(r < 0 ? errno : 0));
+		errno = 0;
+		r = sendmsg(fd, NULL, 0);
+		say("C fault sendmsg null %zd %s", r, en(r < 0 ? errno : 0));
+	}
+	say("C fault write %zd", write(fd, "cd", 2));
+	sig(c2s);
 	await(s2c);
 	close(fd);
 }
