@@ -60,23 +60,10 @@ static struct tp *io_begin(int fd, struct conn **cp)
  * library copies with memcpy, where the same buffer is a SIGSEGV of the
  * application. What a range check can tell is checked: the kernel's half
  * (anything from 2^56 up: the largest user space of x86-64 and arm64 is
- * below; a pointer such as (void *)-1) and the null page. Another unmapped
- * user address still faults in the copy. */
-#if UINTPTR_MAX > 0xffffffffu
-#define USER_TOP ((uintptr_t)1 << 56)
-#else
-#define USER_TOP ((uintptr_t)0xc0000000u) /* the 3G/1G split */
-#endif
-#define NULL_PAGE ((uintptr_t)4096)
-
-static int range_outside(const void *p, size_t n)
-{
-	uintptr_t a = (uintptr_t)p;
-
-	return n && (a >= USER_TOP || n > USER_TOP - a);
-}
-
-/* A call's vector as the kernel takes it: -EINVAL for a count beyond
+ * below; a pointer such as (void *)-1; shim.h) and the null page. Another
+ * unmapped user address still faults in the copy.
+ *
+ * A call's vector as the kernel takes it: -EINVAL for a count beyond
  * IOV_MAX or a length that is negative as ssize_t, -EFAULT for a vector or
  * a buffer outside user space; else the number of leading elements the
  * kernel copies before it faults on a buffer in the null page (n: none
@@ -88,15 +75,15 @@ static int iov_check(const struct iovec *iov, int n, size_t *bytes)
 	*bytes = 0;
 	if (n < 0 || n > IOV_MAX)
 		return -EINVAL;
-	if (n && ((uintptr_t)iov < NULL_PAGE || range_outside(iov, (size_t)n * sizeof(*iov))))
+	if (n && ((uintptr_t)iov < SHIM_NULL_PAGE || shim_range_outside(iov, (size_t)n * sizeof(*iov))))
 		return -EFAULT;
 	for (int i = 0; i < n; i++)
 		if ((ssize_t)iov[i].iov_len < 0)
 			return -EINVAL;
 	for (int i = 0; i < n; i++) {
-		if (range_outside(iov[i].iov_base, iov[i].iov_len))
+		if (shim_range_outside(iov[i].iov_base, iov[i].iov_len))
 			return -EFAULT;
-		if (k == n && iov[i].iov_len && (uintptr_t)iov[i].iov_base < NULL_PAGE)
+		if (k == n && iov[i].iov_len && (uintptr_t)iov[i].iov_base < SHIM_NULL_PAGE)
 			k = i;
 		if (k == n)
 			*bytes += iov[i].iov_len;
@@ -107,7 +94,7 @@ static int iov_check(const struct iovec *iov, int n, size_t *bytes)
 /* A message header the kernel could not read (EFAULT). */
 static int msg_outside(const struct msghdr *msg)
 {
-	return (uintptr_t)msg < NULL_PAGE || range_outside(msg, sizeof(*msg));
+	return (uintptr_t)msg < SHIM_NULL_PAGE || shim_range_outside(msg, sizeof(*msg));
 }
 
 /* msg_iovlen as a count: one beyond IOV_MAX fails iov_check (EINVAL). */

@@ -17,6 +17,7 @@
 #define RSOCK_SHIM_H
 
 #include <errno.h>
+#include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -75,6 +76,24 @@ static inline struct conn *shim_conn(int fd)
  * log. (fd.c) */
 struct tp;
 struct tp *shim_to_tcp(struct conn *c, int fd, const char *who);
+
+/* A buffer the kernel would refuse at once (its access_ok): one from 2^56
+ * up (beyond any x86-64 or arm64 user space; a pointer such as (void *)-1)
+ * or one that wraps. SHIM_NULL_PAGE: addresses below are never mapped, and
+ * fault when the kernel copies (io.c, iov_check). */
+#if UINTPTR_MAX > 0xffffffffu
+#define SHIM_USER_TOP ((uintptr_t)1 << 56)
+#else
+#define SHIM_USER_TOP ((uintptr_t)0xc0000000u) /* the 3G/1G split */
+#endif
+#define SHIM_NULL_PAGE ((uintptr_t)4096)
+
+static inline int shim_range_outside(const void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	return n && (a >= SHIM_USER_TOP || n > SHIM_USER_TOP - a);
+}
 
 /* The one errno helper: r < 0 is -errno. */
 static inline long shim_ret(long r)

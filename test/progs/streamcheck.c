@@ -568,6 +568,9 @@ static void server(int lfd)
 		errno = 0;
 		r = recvmsg(fd, NULL, 0);
 		say("S fault recvmsg null %zd %s", r, en(r < 0 ? errno : 0));
+		errno = 0;
+		v = ioctl(fd, FIONREAD, (void *)-1);
+		say("S fault fionread outside %d %s", v, en(v < 0 ? errno : 0));
 	}
 	r = recv(fd, b, sizeof(b), 0);
 	say("S fault then %zd '%.*s'", r, (int)(r > 0 ? r : 0), b);
