@@ -60,6 +60,13 @@ static const char *en(int e)
 
 static volatile sig_atomic_t alarms;
 static volatile int bad_count = -1; /* an iovec count the kernel refuses (EINVAL) */
+/* Say what a call returned, with its errno when it failed. */
+#define SAY_CALL(what, call)                                                     \
+	do {                                                                     \
+		errno = 0;                                                       \
+		long r_ = (long)(call);                                          \
+		say(what " %ld %s", r_, en(r_ < 0 ? errno : 0));                 \
+	} while (0)
 
 static void on_alarm(int sig)
 {
@@ -553,24 +560,14 @@ static void server(int lfd)
 	/* 20: buffers the kernel cannot use: EFAULT (or EINVAL), no crash,
 	 * nothing lost */
 	fd = take(lfd);
-	errno = 0;
-	r = recv(fd, (void *)-1, 10, 0); /* outside user space: at once */
-	say("S fault recv outside %zd %s", r, en(r < 0 ? errno : 0));
+	SAY_CALL("S fault recv outside", recv(fd, (void *)-1, 10, 0)); /* at once */
 	await(c2s);
-	errno = 0;
-	r = recv(fd, NULL, 10, 0); /* the null page: once bytes are there */
-	say("S fault recv null %zd %s", r, en(r < 0 ? errno : 0));
+	SAY_CALL("S fault recv null", recv(fd, NULL, 10, 0)); /* once bytes are there */
 	{
 		struct iovec iv = {b, 10};
-		errno = 0;
-		r = readv(fd, &iv, bad_count);
-		say("S fault readv count %zd %s", r, en(r < 0 ? errno : 0));
-		errno = 0;
-		r = recvmsg(fd, NULL, 0);
-		say("S fault recvmsg null %zd %s", r, en(r < 0 ? errno : 0));
-		errno = 0;
-		v = ioctl(fd, FIONREAD, (void *)-1);
-		say("S fault fionread outside %d %s", v, en(v < 0 ? errno : 0));
+		SAY_CALL("S fault readv count", readv(fd, &iv, bad_count));
+		SAY_CALL("S fault recvmsg null", recvmsg(fd, NULL, 0));
+		SAY_CALL("S fault fionread outside", ioctl(fd, FIONREAD, (void *)-1));
 	}
 	r = recv(fd, b, sizeof(b), 0);
 	say("S fault then %zd '%.*s'", r, (int)(r > 0 ? r : 0), b);
@@ -879,24 +876,14 @@ static void client(void)
 
 	/* 20 */
 	fd = dial();
-	errno = 0;
-	r = send(fd, (void *)-1, 10, 0);
-	say("C fault send outside %zd %s", r, en(r < 0 ? errno : 0));
-	errno = 0;
-	r = send(fd, NULL, 10, 0);
-	say("C fault send null %zd %s", r, en(r < 0 ? errno : 0));
-	say("C fault send null empty %zd", send(fd, NULL, 0, 0));
+	SAY_CALL("C fault send outside", send(fd, (void *)-1, 10, 0));
+	SAY_CALL("C fault send null", send(fd, NULL, 10, 0));
+	SAY_CALL("C fault send null empty", send(fd, NULL, 0, 0));
 	{
 		struct iovec iv[2] = {{"ab", 2}, {NULL, 5}}, one = {"x", 1};
-		errno = 0;
-		r = writev(fd, iv, 2);
-		say("C fault writev then null %zd %s", r, en(r < 0 ? errno : 0));
-		errno = 0;
-		r = writev(fd, &one, bad_count);
-		say("C fault writev count %zd %s", r, en(r < 0 ? errno : 0));
-		errno = 0;
-		r = sendmsg(fd, NULL, 0);
-		say("C fault sendmsg null %zd %s", r, en(r < 0 ? errno : 0));
+		SAY_CALL("C fault writev then null", writev(fd, iv, 2));
+		SAY_CALL("C fault writev count", writev(fd, &one, bad_count));
+		SAY_CALL("C fault sendmsg null", sendmsg(fd, NULL, 0));
 	}
 	say("C fault write %zd", write(fd, "cd", 2));
 	sig(c2s);
