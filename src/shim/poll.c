@@ -8,9 +8,15 @@
 
 #include "../event.h"
 
-/* True when no descriptor of the set is tracked: the kernel alone decides. */
+/* True when no descriptor of the set is tracked: the kernel alone decides.
+ * So does it for an array it would refuse (EFAULT: in the null page or
+ * outside user space, shim.h), which must not be read here: poll((void *)-1,
+ * 1, 0) crashed any program under the library. */
 static inline int poll_fast(const struct pollfd *fds, nfds_t n)
 {
+	if (n && ((uintptr_t)fds < SHIM_NULL_PAGE || n > SIZE_MAX / sizeof(*fds) ||
+		  shim_range_outside(fds, n * sizeof(*fds))))
+		return 1;
 	if (RSOCK_UNLIKELY(!rsock_ready()))
 		return 0;
 	for (nfds_t i = 0; i < n; i++)
@@ -35,14 +41,29 @@ RSOCK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
 {
 	if (poll_fast(fds, n))
 		return rsock_real.ppoll(fds, n, tmo, mask);
-	if (shim_active() && event_any_rdma_pollfd(fds, n))
+	if (!shim_ptr_bad(tmo, sizeof(*tmo)) && shim_active() && event_any_rdma_pollfd(fds, n))
 		return (int)shim_ret(event_poll(fds, n, tmo, mask));
 	return REAL_CALL(ppoll, fds, n, tmo, mask);
 }
 
+/* An fd_set the kernel would refuse (EFAULT), for the nfds it reads: the
+ * kernel says so, the sets are not read here. */
+static int fdset_bad(int nfds, const fd_set *s)
+{
+	size_t bytes = nfds > 0 ? ((size_t)nfds + 63) / 64 * 8 : 0;
+
+	return bytes && shim_ptr_bad(s, bytes);
+}
+
+static int fdsets_bad(int nfds, const fd_set *r, const fd_set *w, const fd_set *e)
+{
+	return fdset_bad(nfds, r) || fdset_bad(nfds, w) || fdset_bad(nfds, e);
+}
+
 RSOCK_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
 {
-	if (shim_active() && event_any_rdma_fdset(nfds, r, w, e)) {
+	if (!fdsets_bad(nfds, r, w, e) && !shim_ptr_bad(tmo, sizeof(*tmo)) && shim_active() &&
+	    event_any_rdma_fdset(nfds, r, w, e)) {
 		struct timespec ts;
 		int rc;
 		if (tmo) {
@@ -62,7 +83,8 @@ RSOCK_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeva
 RSOCK_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
 			 const sigset_t *mask)
 {
-	if (shim_active() && event_any_rdma_fdset(nfds, r, w, e)) {
+	if (!fdsets_bad(nfds, r, w, e) && !shim_ptr_bad(tmo, sizeof(*tmo)) && shim_active() &&
+	    event_any_rdma_fdset(nfds, r, w, e)) {
 		struct timespec ts;
 		if (tmo)
 			ts = *tmo; /* pselect does not report the time left */

@@ -60,6 +60,7 @@ static const char *en(int e)
 
 static volatile sig_atomic_t alarms;
 static volatile int bad_count = -1; /* an iovec count the kernel refuses (EINVAL) */
+static struct pollfd *volatile null_fds; /* NULL, unknown to the compiler */
 /* Say what a call returned, with its errno when it failed. */
 #define SAY_CALL(what, call)                                                     \
 	do {                                                                     \
@@ -884,6 +885,11 @@ static void client(void)
 		SAY_CALL("C fault writev then null", writev(fd, iv, 2));
 		SAY_CALL("C fault writev count", writev(fd, &one, bad_count));
 		SAY_CALL("C fault sendmsg null", sendmsg(fd, NULL, 0));
+		/* the readiness calls with arrays the kernel refuses */
+		struct timeval tv0 = {0, 0};
+		SAY_CALL("C fault poll outside", poll((struct pollfd *)-1, 1, 0));
+		SAY_CALL("C fault poll null", poll(null_fds, 1, 0));
+		SAY_CALL("C fault select outside", select(fd + 1, (fd_set *)-1, NULL, NULL, &tv0));
 	}
 	say("C fault write %zd", write(fd, "cd", 2));
 	sig(c2s);
