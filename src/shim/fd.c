@@ -350,7 +350,7 @@ static RSOCK_COLD int ioctl_slow(int fd, unsigned long req, void *arg)
 		conn_settle_maybe(c, fd);
 	/* A pointer the kernel would refuse goes to it, which says EFAULT. */
 	if (c && req == FIONREAD && atomic_load(&c->path) == CONN_PATH_RDMA &&
-	    (uintptr_t)arg >= SHIM_NULL_PAGE && !shim_range_outside(arg, sizeof(int))) {
+	    !shim_addr_bad(arg, sizeof(int))) {
 		*(int *)arg = tp_readable_bytes(c->tp);
 		conn_unref(c);
 		return 0;

@@ -75,7 +75,7 @@ static int iov_check(const struct iovec *iov, int n, size_t *bytes)
 	*bytes = 0;
 	if (n < 0 || n > IOV_MAX)
 		return -EINVAL;
-	if (n && ((uintptr_t)iov < SHIM_NULL_PAGE || shim_range_outside(iov, (size_t)n * sizeof(*iov))))
+	if (n && shim_addr_bad(iov, (size_t)n * sizeof(*iov)))
 		return -EFAULT;
 	for (int i = 0; i < n; i++)
 		if ((ssize_t)iov[i].iov_len < 0)
@@ -94,7 +94,7 @@ static int iov_check(const struct iovec *iov, int n, size_t *bytes)
 /* A message header the kernel could not read (EFAULT). */
 static int msg_outside(const struct msghdr *msg)
 {
-	return (uintptr_t)msg < SHIM_NULL_PAGE || shim_range_outside(msg, sizeof(*msg));
+	return shim_addr_bad(msg, sizeof(*msg));
 }
 
 /* msg_iovlen as a count: one beyond IOV_MAX fails iov_check (EINVAL). */
@@ -139,7 +139,6 @@ static ssize_t rdma_send(struct conn *c, struct tp *t, int fd, const struct iove
 	int k = iov_check(iov, n, &good);
 	ssize_t r;
 
-	(void)good;
 	if (k < 0)
 		return k;
 	/* The kernel copies a send in pieces of up to a segment's size, each
@@ -310,10 +309,12 @@ static RSOCK_COLD void pass_fds(const struct msghdr *msg)
 
 static RSOCK_COLD ssize_t sendmsg_slow(int fd, const struct msghdr *msg, int flags)
 {
-	if (msg && !msg_outside(msg) && msg->msg_controllen)
+	int outside = msg_outside(msg);
+
+	if (!outside && msg->msg_controllen)
 		pass_fds(msg);
 	IO_SHIM(tx, fd, 0,
-		msg_outside(msg) ? -EFAULT : rdma_send(c_, t_, fd, msg->msg_iov, msg_iovcnt(msg), flags),
+		outside ? -EFAULT : rdma_send(c_, t_, fd, msg->msg_iov, msg_iovcnt(msg), flags),
 		REAL_CALL(sendmsg, fd, msg, flags));
 }
 

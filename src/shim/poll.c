@@ -14,8 +14,7 @@
  * 1, 0) crashed any program under the library. */
 static inline int poll_fast(const struct pollfd *fds, nfds_t n)
 {
-	if (n && ((uintptr_t)fds < SHIM_NULL_PAGE || n > SIZE_MAX / sizeof(*fds) ||
-		  shim_range_outside(fds, n * sizeof(*fds))))
+	if (n && (n > SIZE_MAX / sizeof(*fds) || shim_addr_bad(fds, n * sizeof(*fds))))
 		return 1;
 	if (RSOCK_UNLIKELY(!rsock_ready()))
 		return 0;

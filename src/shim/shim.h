@@ -95,11 +95,17 @@ static inline int shim_range_outside(const void *p, size_t n)
 	return n && (a >= SHIM_USER_TOP || n > SHIM_USER_TOP - a);
 }
 
-/* A non-NULL pointer to n bytes that the kernel would refuse, or whose
- * reading would fault (the null page). */
+/* n bytes at p that the kernel would refuse, or whose reading would fault
+ * (the null page, NULL included). */
+static inline int shim_addr_bad(const void *p, size_t n)
+{
+	return (uintptr_t)p < SHIM_NULL_PAGE || shim_range_outside(p, n);
+}
+
+/* The same for an optional pointer: NULL is fine. */
 static inline int shim_ptr_bad(const void *p, size_t n)
 {
-	return p && ((uintptr_t)p < SHIM_NULL_PAGE || shim_range_outside(p, n));
+	return p && shim_addr_bad(p, n);
 }
 
 /* The one errno helper: r < 0 is -errno. */
