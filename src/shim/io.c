@@ -320,7 +320,7 @@ static RSOCK_COLD ssize_t sendmsg_slow(int fd, const struct msghdr *msg, int fla
 
 RSOCK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	if (shim_fast(fd) && RSOCK_LIKELY(!msg || !msg->msg_controllen))
+	if (shim_fast(fd) && RSOCK_LIKELY(msg_outside(msg) || !msg->msg_controllen))
 		return rsock_real.sendmsg(fd, msg, flags);
 	return sendmsg_slow(fd, msg, flags);
 }
@@ -401,6 +401,14 @@ static long long mmsg_bytes(const struct mmsghdr *v, int r)
 	return sum;
 }
 
+/* An mmsg vector the kernel could not read (EFAULT): such a call goes to
+ * the kernel untouched, on any descriptor. The kernel reads at most
+ * UIO_MAXIOV (1024) entries. */
+static int mmsg_outside(const struct mmsghdr *vec, unsigned int vlen)
+{
+	return vlen && shim_addr_bad(vec, (vlen < 1024 ? vlen : 1024) * sizeof(*vec));
+}
+
 /* sendmmsg/recvmmsg over RDMA: one message after the other, stopping at the
  * first that would block or fails, like the kernel. */
 static int rdma_mmsg(struct conn *c, struct tp *t, int fd, struct mmsghdr *vec, unsigned vlen,
@@ -409,6 +417,8 @@ static int rdma_mmsg(struct conn *c, struct tp *t, int fd, struct mmsghdr *vec, 
 	unsigned i;
 	ssize_t r = 0;
 
+	if (tx && vlen > 1024)
+		vlen = 1024; /* as the kernel's sendmmsg: UIO_MAXIOV */
 	for (i = 0; i < vlen; i++) {
 		if (tx)
 			r = rdma_send(c, t, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
@@ -432,7 +442,7 @@ static RSOCK_COLD int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 	struct tp *t;
 	ssize_t r;
 
-	for (unsigned int i = 0; vec && i < vlen && i < 1024; i++)
+	for (unsigned int i = 0; i < vlen && i < 1024; i++)
 		if (vec[i].msg_hdr.msg_controllen)
 			pass_fds(&vec[i].msg_hdr);
 	t = io_begin(fd, &c);
@@ -448,10 +458,11 @@ static RSOCK_COLD int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 }
 
 /* Whether a batch carries control data (descriptors to look at). The
- * kernel sends at most UIO_MAXIOV (1024) messages of a batch. */
+ * kernel sends at most UIO_MAXIOV (1024) messages of a batch. The vector
+ * is readable (mmsg_outside). */
 static int mmsg_control(const struct mmsghdr *vec, unsigned int vlen)
 {
-	for (unsigned int i = 0; vec && i < vlen && i < 1024; i++)
+	for (unsigned int i = 0; i < vlen && i < 1024; i++)
 		if (vec[i].msg_hdr.msg_controllen)
 			return 1;
 	return 0;
@@ -459,7 +470,7 @@ static int mmsg_control(const struct mmsghdr *vec, unsigned int vlen)
 
 RSOCK_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
-	if (shim_fast(fd) && RSOCK_LIKELY(!mmsg_control(vec, vlen)))
+	if (mmsg_outside(vec, vlen) || (shim_fast(fd) && RSOCK_LIKELY(!mmsg_control(vec, vlen))))
 		return rsock_real.sendmmsg(fd, vec, vlen, flags);
 	return sendmmsg_slow(fd, vec, vlen, flags);
 }
@@ -486,7 +497,7 @@ static RSOCK_COLD int recvmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 RSOCK_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
 			  struct timespec *tmo)
 {
-	if (shim_fast(fd))
+	if (shim_fast(fd) || mmsg_outside(vec, vlen))
 		return rsock_real.recvmmsg(fd, vec, vlen, flags, tmo);
 	return recvmmsg_slow(fd, vec, vlen, flags, tmo);
 }

@@ -901,6 +901,14 @@ static void client(void)
 		SAY_CALL("C fault poll outside", poll((struct pollfd *)-1, 1, 0));
 		SAY_CALL("C fault poll null", poll(null_fds, 1, 0));
 		SAY_CALL("C fault select outside", select(fd + 1, (fd_set *)-1, NULL, NULL, &tv0));
+		/* and the message calls' headers and vectors (their
+		 * interceptors read them too) */
+		SAY_CALL("C fault sendmsg outside", sendmsg(fd, (struct msghdr *)-1, 0));
+		SAY_CALL("C fault sendmmsg outside", sendmmsg(fd, (struct mmsghdr *)-1, 2, 0));
+		SAY_CALL("C fault sendmmsg null", sendmmsg(fd, NULL, 1, 0));
+		SAY_CALL("C fault recvmmsg outside",
+			 recvmmsg(fd, (struct mmsghdr *)-1, 2, MSG_DONTWAIT, NULL));
+		SAY_CALL("C fault recvmsg outside", recvmsg(fd, (struct msghdr *)-1, MSG_DONTWAIT));
 #endif
 	}
 	say("C fault write %zd", write(fd, "cd", 2));
