@@ -8,13 +8,29 @@
 
 #include "../event.h"
 
+#include <sys/resource.h>
+
+/* A count the kernel refuses (EINVAL): beyond RLIMIT_NOFILE's soft limit.
+ * Asked only of counts above 1,024 (the limit's usual soft value and
+ * floor), where the scan costs more than the system call. */
+static RSOCK_COLD int poll_count_bad(nfds_t n)
+{
+	struct rlimit rl;
+
+	return getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	       n > rl.rlim_cur;
+}
+
 /* True when no descriptor of the set is tracked: the kernel alone decides.
  * So does it for an array it would refuse (EFAULT: in the null page or
- * outside user space, shim.h), which must not be read here: poll((void *)-1,
- * 1, 0) crashed any program under the library. */
+ * outside user space, shim.h; EINVAL: more entries than descriptors may
+ * be open), which must not be read here: poll((void *)-1, 1, 0) crashed
+ * any program under the library. */
 static inline int poll_fast(const struct pollfd *fds, nfds_t n)
 {
 	if (n && (n > SIZE_MAX / sizeof(*fds) || shim_addr_bad(fds, n * sizeof(*fds))))
+		return 1;
+	if (RSOCK_UNLIKELY(n > 1024) && poll_count_bad(n))
 		return 1;
 	if (RSOCK_UNLIKELY(!rsock_ready()))
 		return 0;

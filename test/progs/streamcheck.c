@@ -69,6 +69,7 @@ static volatile int bad_count = -1; /* an iovec count the kernel refuses (EINVAL
 #endif
 #ifndef SANITIZED
 static struct pollfd *volatile null_fds; /* NULL, unknown to the compiler */
+static volatile nfds_t huge_nfds = (nfds_t)1 << 30; /* beyond RLIMIT_NOFILE: EINVAL */
 #endif
 /* Say what a call returned, with its errno when it failed. */
 #define SAY_CALL(what, call)                                                     \
@@ -900,6 +901,9 @@ static void client(void)
 		struct timeval tv0 = {0, 0};
 		SAY_CALL("C fault poll outside", poll((struct pollfd *)-1, 1, 0));
 		SAY_CALL("C fault poll null", poll(null_fds, 1, 0));
+		struct pollfd one_fd = {.fd = fd, .events = POLLIN};
+		struct pollfd *volatile one_p = &one_fd; /* its size unknown to the compiler */
+		SAY_CALL("C fault poll count", poll(one_p, huge_nfds, 0));
 		SAY_CALL("C fault select outside", select(fd + 1, (fd_set *)-1, NULL, NULL, &tv0));
 		/* and the message calls' headers and vectors (their
 		 * interceptors read them too) */
