@@ -47,8 +47,10 @@ extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
 
 /* Adaptive busy-poll (doc/design.md section 9). A waiter that usually gets
  * its event soon (avg_ns: the recent time from starting to wait to the
- * event, an EWMA) spins up to twice that, within [RSOCK_POLL_US,
- * RSOCK_POLL_MAX_US]; one whose waits are longer than the ceiling (an idle
+ * event, an EWMA; dev_ns: the mean deviation from it, as TCP keeps its
+ * round trip's, RFC 6298) spins up to the average and four deviations, and
+ * at least twice the average, within [RSOCK_POLL_US, RSOCK_POLL_MAX_US]:
+ * the late events of a jittery path are caught too; one whose waits are longer than the ceiling (an idle
  * stream) spins only RSOCK_POLL_US, except every TP_PROBE_EVERY-th wait,
  * which spins the ceiling (a probe). A wait that sleeps also pays the
  * wake-up, which can be longer than the wait itself (350 us in a TCG
@@ -61,6 +63,7 @@ extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
 #define TP_PROBE_EVERY 8
 struct tp_adapt {
 	_Atomic uint32_t avg_ns;
+	_Atomic uint32_t dev_ns; /* mean deviation of the waits from avg_ns */
 	_Atomic uint32_t beyond; /* waits started with avg_ns beyond the ceiling */
 	_Atomic int quiet;       /* the last wait timed out with no event: no probe */
 };
@@ -82,6 +85,7 @@ static inline uint32_t tp_adapt_beyond_ns(void)
 static inline void tp_adapt_init(struct tp_adapt *a)
 {
 	atomic_init(&a->avg_ns, tp_adapt_beyond_ns());
+	atomic_init(&a->dev_ns, 0);
 	atomic_init(&a->beyond, 0);
 	atomic_init(&a->quiet, 0);
 }
@@ -91,6 +95,7 @@ static inline int64_t tp_spin_budget_ns(struct tp_adapt *a)
 {
 	int64_t base = (int64_t)tp_settings.poll_us * 1000, max = (int64_t)tp_settings.poll_max_us * 1000;
 	int64_t avg = atomic_load_explicit(&a->avg_ns, memory_order_relaxed), b = 2 * avg;
+	int64_t tail = avg + 4 * (int64_t)atomic_load_explicit(&a->dev_ns, memory_order_relaxed);
 
 	if (!base || !avg)
 		return base;
@@ -100,6 +105,8 @@ static inline int64_t tp_spin_budget_ns(struct tp_adapt *a)
 					 TP_PROBE_EVERY)
 			       ? max
 			       : base;
+	if (tail > b)
+		b = tail;
 	return b > max ? max : b < base ? base : b;
 }
 
@@ -112,10 +119,20 @@ static inline void tp_wait_note(struct tp_adapt *a, int64_t waited_ns, enum tp_w
 
 	if ((end == TP_WAIT_TIMEOUT) != atomic_load_explicit(&a->quiet, memory_order_relaxed))
 		atomic_store_explicit(&a->quiet, end == TP_WAIT_TIMEOUT, memory_order_relaxed);
+	uint32_t dev = atomic_load_explicit(&a->dev_ns, memory_order_relaxed);
+
 	if (end == TP_WAIT_SPUN && avg > cap - 1000u)
 		avg = 0; /* beyond the ceiling, and yet caught spinning: start again */
-	atomic_store_explicit(&a->avg_ns, avg ? (uint32_t)(((uint64_t)avg * 7 + w) / 8) : (w ? w : 1),
-			      memory_order_relaxed);
+	if (avg) {
+		uint32_t d = w > avg ? w - avg : avg - w;
+		dev = (uint32_t)(((uint64_t)dev * 3 + d) / 4);
+		avg = (uint32_t)(((uint64_t)avg * 7 + w) / 8);
+	} else {
+		dev = w / 2; /* as RFC 6298's first measurement */
+		avg = w ? w : 1;
+	}
+	atomic_store_explicit(&a->dev_ns, dev, memory_order_relaxed);
+	atomic_store_explicit(&a->avg_ns, avg, memory_order_relaxed);
 }
 
 struct ho_pre;
