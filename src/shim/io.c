@@ -417,8 +417,8 @@ static int rdma_mmsg(struct conn *c, struct tp *t, int fd, struct mmsghdr *vec, 
 	unsigned i;
 	ssize_t r = 0;
 
-	if (tx && vlen > 1024)
-		vlen = 1024; /* as the kernel's sendmmsg: UIO_MAXIOV */
+	if (vlen > 1024)
+		vlen = 1024; /* as the kernel's sendmmsg and recvmmsg: UIO_MAXIOV */
 	for (i = 0; i < vlen; i++) {
 		if (tx)
 			r = rdma_send(c, t, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,

@@ -583,6 +583,16 @@ static void server(int lfd)
 	r = recv(fd, b, sizeof(b), 0);
 	say("S fault then %zd '%.*s'", r, (int)(r > 0 ? r : 0), b);
 	sig(s2c);
+	{
+		/* the client's batch of 1,025 one-byte messages: the kernel
+		 * sends the first 1,024 (UIO_MAXIOV) */
+		char m[1024];
+		size_t ms = 0;
+		r = read_full(fd, m, sizeof(m));
+		for (size_t i = 0; i < sizeof(m); i++)
+			ms += m[i] == 'm';
+		say("S mmsg batch %zd of which 'm' %zu", r, ms);
+	}
 	r = read(fd, b, 1);
 	say("S fault eof %zd", r);
 	close(fd);
@@ -918,6 +928,17 @@ static void client(void)
 	say("C fault write %zd", write(fd, "cd", 2));
 	sig(c2s);
 	await(s2c);
+	{
+		struct iovec m = {"m", 1};
+		struct mmsghdr *vec = calloc(1025, sizeof(*vec));
+		for (int i = 0; i < 1025; i++) {
+			vec[i].msg_hdr.msg_iov = &m;
+			vec[i].msg_hdr.msg_iovlen = 1;
+		}
+		r = sendmmsg(fd, vec, 1025, 0);
+		say("C mmsg batch %zd last len %u", r, vec[1023].msg_len);
+		free(vec);
+	}
 	close(fd);
 }
 
