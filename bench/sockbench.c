@@ -11,6 +11,13 @@
  *                                                prints "MB/s start_us end_us" (the
  *                                                monotonic clock, so that parallel
  *                                                streams give one aggregate)
+ *                                                With SOCKBENCH_START_US set (a time
+ *                                                of that clock, from "sockbench now"),
+ *                                                the stream starts then, after its
+ *                                                connection is made: parallel streams
+ *                                                start together however long their
+ *                                                processes took to start and connect
+ *   sockbench now                                print the monotonic clock, in us
  *   sockbench connect ADDR PORT SRC 1 COUNT      COUNT connections one after the
  *                                                other, each until its first byte
  *                                                came back: prints "p50_us conns/s
@@ -228,6 +235,10 @@ int main(int argc, char **argv)
 		serve(argv[2], atoi(argv[3]), argc == 5 ? atol(argv[4]) : 1);
 		return 0;
 	}
+	if (argc == 2 && !strcmp(argv[1], "now")) {
+		printf("%.0f\n", now_us());
+		return 0;
+	}
 	if (argc != 7) {
 		fprintf(stderr, "usage: see the head of bench/sockbench.c\n");
 		return 2;
@@ -295,6 +306,12 @@ int main(int argc, char **argv)
 		qsort(lat, n, sizeof(double), cmp);
 		printf("%.1f %.1f %.1f\n", lat[n / 2], lat[n * 99 / 100], lat[n * 999 / 1000]);
 	} else {
+		const char *at = getenv("SOCKBENCH_START_US");
+		if (at) {
+			double wait = strtod(at, NULL) - now_us();
+			if (wait > 0)
+				usleep((useconds_t)wait);
+		}
 		double t = now_us();
 		hdr[0] = size << 8 | 'S';
 		hdr[1] = n;
