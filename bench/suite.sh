@@ -5,7 +5,8 @@
 # rdma_cm connect) in one run between the two RDMA addresses, median of RUNS
 # runs each:
 #   - ping-pong latency p50/p99/p99.9, 16 B .. 64 KiB (bench/sockbench.c;
-#     ib_write_lat and ib_send_lat, whose one-way figures are doubled);
+#     ib_write_lat and ib_send_lat, whose one-way figures are doubled), and
+#     64 B with both ends on one CPU;
 #   - streaming throughput, 1 KiB .. 1 MiB writes (2,000 writes, at most
 #     STREAM_MB), 1 and 4 parallel streams (each of the 4 as long as the
 #     single one, at most STREAM_MB/2; they start together once all are
@@ -100,7 +101,9 @@ wait_listen() {
 }
 
 # sb PATH CONNS MODE SIZE N [PARALLEL]: one server, PARALLEL (default 1)
-# clients at once; prints each client's line
+# clients at once; prints each client's line. PIN: a command both run
+# under (taskset), or none.
+PIN=()
 sb() {
 	local path=$1 conns=$2 mode=$3 size=$4 n=$5 par=${6:-1} pre srv pids=() i
 	pre=$(preload_of "$path")
@@ -109,7 +112,7 @@ sb() {
 		return
 	fi
 	port=$((port + 1))
-	env ${pre:+LD_PRELOAD=$pre} timeout 120 "$SB" server "$B" "$port" "$conns" >/dev/null 2>&1 &
+	env ${pre:+LD_PRELOAD=$pre} timeout 120 "${PIN[@]}" "$SB" server "$B" "$port" "$conns" >/dev/null 2>&1 &
 	srv=$!
 	wait_listen "$path" "$port" || { echo failed; kill "$srv" 2>/dev/null; return; }
 	# parallel streams start together, a second from now: their
@@ -122,7 +125,7 @@ sb() {
 	fi
 	for i in $(seq "$par"); do
 		env ${pre:+LD_PRELOAD=$pre} ${start:+SOCKBENCH_START_US=$start} timeout 90 \
-			"$SB" "$mode" "$B" "$port" "$A" "$size" "$n" >"/tmp/sb.$i" 2>/dev/null &
+			"${PIN[@]}" "$SB" "$mode" "$B" "$port" "$A" "$size" "$n" >"/tmp/sb.$i" 2>/dev/null &
 		pids+=($!)
 	done
 	for i in $(seq "$par"); do
@@ -217,7 +220,7 @@ interleave() {
 	done
 }
 
-declare -A LAT BW BW4 CONN HOLDR CPU
+declare -A LAT LAT1 BW BW4 CONN HOLDR CPU
 # ---- latency ---------------------------------------------------------------
 lat_one() { # PATH or perftest program, for $size
 	case $1 in
@@ -232,6 +235,19 @@ for size in $LAT_SIZES; do
 	done
 	log "latency $size B: tcp ${LAT[tcp,$size]} rsocket ${LAT[rsocket,$size]} librsock ${LAT[librsock,$size]} write_lat ${LAT[ib_write_lat,$size]}"
 done
+# ---- latency with both ends on one CPU -------------------------------------
+# (a client and its server on one host with fewer CPUs than busy threads:
+# a waiter that spins keeps the CPU from the thread that would answer it)
+one_cpu() { # PATH
+	PIN=(taskset -c 0)
+	sb "$1" 1 pingpong 64 "$PP_COUNT"
+	PIN=()
+}
+interleave one_cpu $PATHS
+for k in $PATHS; do
+	LAT1[$k]=${RES[$k]}
+done
+log "latency 64 B on one CPU: tcp ${LAT1[tcp]} rsocket ${LAT1[rsocket]} librsock ${LAT1[librsock]}"
 # ---- throughput ------------------------------------------------------------
 bw_one() { # PATH, PATH:4 (4 parallel streams) or raw, for $size and $bytes
 	case $1 in
@@ -351,6 +367,17 @@ for size in $LAT_SIZES; do
 	done
 	echo "$row | $(ratio "$(c "${LAT[librsock,$size]}" 1)" "$(c "${LAT[tcp,$size]}" 1)") | $(ratio "$(c "${LAT[librsock,$size]}" 1)" "$(c "${LAT[ib_write_lat,$size]}" 1)") |"
 done
+echo
+echo "64 B round trip with client and server on one CPU (taskset -c 0), µs (p50 / p99 / p99.9), and p50 against kernel TCP's:"
+echo
+echo "| kernel TCP | rsocket | librsock | librsock vs TCP | rsocket vs TCP |"
+echo "|---|---|---|---:|---:|"
+row=""
+for k in tcp rsocket librsock; do
+	v=${LAT1[$k]}
+	row+="| $(c "$v" 1) / $(c "$v" 2) / $(c "$v" 3) "
+done
+echo "$row| $(ratio "$(c "${LAT1[librsock]}" 1)" "$(c "${LAT1[tcp]}" 1)") | $(ratio "$(c "${LAT1[rsocket]}" 1)" "$(c "${LAT1[tcp]}" 1)") |"
 echo
 echo "#### Streaming throughput, MB/s (1 stream; 4 parallel streams, each as long as the one (at most STREAM_MB/2) and started together: all their bytes over the time from the first start to the last end)"
 echo

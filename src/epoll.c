@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -769,6 +770,19 @@ static int64_t now_ns(void)
  * began. Returns 1 when a stream moved (it is on the ready list then).
  * Lock not held. */
 #define EP_SPIN_MAX_STREAMS 16
+/* Whether a spin started at start goes on until end; one that has lasted
+ * TP_YIELD_AFTER_NS yields the CPU first (transport.h). */
+static int spin_go_on(int64_t start, int64_t end)
+{
+	int64_t now = now_ns();
+
+	if (now >= end)
+		return 0;
+	if (now - start >= TP_YIELD_AFTER_NS)
+		sched_yield();
+	return 1;
+}
+
 static int spin(struct ep *ep, int64_t start)
 {
 	int64_t end, budget = tp_spin_budget_ns(&ep->wait);
@@ -791,7 +805,7 @@ static int spin(struct ep *ep, int64_t start)
 			}
 		}
 		pthread_mutex_unlock(&ep->lock);
-	} while (!found && ((++rounds & 3) || now_ns() < end));
+	} while (!found && ((++rounds & 3) || spin_go_on(start, end)));
 	return found;
 }
 

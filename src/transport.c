@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -879,15 +880,21 @@ static int wait_event(struct tp *t, int64_t deadline, int sink)
 		 * until the last reading (at most 15 polls short). A reading
 		 * is a system call where the clock source has no vDSO (the
 		 * soft-RoCE guest's HPET: about 1.2 us), and one after the
-		 * event would delay every message by that much. */
+		 * event would delay every message by that much. A spin that
+		 * has lasted TP_YIELD_AFTER_NS yields the CPU at each reading:
+		 * the thread that makes the event may be waiting for it. */
 		int64_t spun = 0;
 		for (unsigned i = 1;; i++) {
 			if (progress(t)) {
 				tp_wait_note(&t->wait, spun, TP_WAIT_SPUN);
 				return 0;
 			}
-			if (!(i & 15) && (spun = mono_ns() - start) >= budget)
-				break;
+			if (!(i & 15)) {
+				if ((spun = mono_ns() - start) >= budget)
+					break;
+				if (spun >= TP_YIELD_AFTER_NS)
+					sched_yield();
+			}
 		}
 	}
 	atomic_fetch_add(&t->sleepers, 1); /* before arm(): see tp_wait_fd */

@@ -61,6 +61,14 @@ extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
  * looking slower than it for ever (bench/results/changes.md). One per
  * stream (blocking calls) and one per epoll instance. */
 #define TP_PROBE_EVERY 8
+/* A spin that has lasted this long yields the CPU (sched_yield) each time
+ * it reads the clock: when the thread that makes the event (the peer, on
+ * the same host) shares this CPU, it gets to run at once instead of after
+ * the spin (a 64 B ping-pong with both ends on one CPU of the guest: p50
+ * 1.48 ms, 0.43 ms yielding; kernel TCP 0.22 ms). Shorter spins do not
+ * yield: a system call every 16th poll cost the guest's 64 B round trip
+ * 3-12 us when both ends have CPUs of their own (design.md section 9). */
+#define TP_YIELD_AFTER_NS 50000
 struct tp_adapt {
 	_Atomic uint32_t avg_ns;
 	_Atomic uint32_t dev_ns; /* mean deviation of the waits from avg_ns */
