@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -778,8 +777,7 @@ static int spin_go_on(int64_t start, int64_t end)
 
 	if (now >= end)
 		return 0;
-	if (now - start >= TP_YIELD_AFTER_NS)
-		sched_yield();
+	tp_spin_yield(now - start);
 	return 1;
 }
 

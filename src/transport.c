@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -892,8 +891,7 @@ static int wait_event(struct tp *t, int64_t deadline, int sink)
 			if (!(i & 15)) {
 				if ((spun = mono_ns() - start) >= budget)
 					break;
-				if (spun >= TP_YIELD_AFTER_NS)
-					sched_yield();
+				tp_spin_yield(spun);
 			}
 		}
 	}

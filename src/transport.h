@@ -9,6 +9,7 @@
 #define RSOCK_TRANSPORT_H
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,8 +51,8 @@ extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
  * event, an EWMA; dev_ns: the mean deviation from it, as TCP keeps its
  * round trip's, RFC 6298) spins up to the average and four deviations, and
  * at least twice the average, within [RSOCK_POLL_US, RSOCK_POLL_MAX_US]:
- * the late events of a jittery path are caught too; one whose waits are longer than the ceiling (an idle
- * stream) spins only RSOCK_POLL_US, except every TP_PROBE_EVERY-th wait,
+ * the late events of a jittery path are caught too; one whose waits are
+ * longer than the ceiling (an idle stream) spins only RSOCK_POLL_US, except every TP_PROBE_EVERY-th wait,
  * which spins the ceiling (a probe). A wait that sleeps also pays the
  * wake-up, which can be longer than the wait itself (350 us in a TCG
  * guest): it counts as at most just beyond the ceiling, so that one sleep
@@ -69,6 +70,11 @@ extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
  * yield: a system call every 16th poll cost the guest's 64 B round trip
  * 3-12 us when both ends have CPUs of their own (design.md section 9). */
 #define TP_YIELD_AFTER_NS 50000
+static inline void tp_spin_yield(int64_t spun_ns)
+{
+	if (spun_ns >= TP_YIELD_AFTER_NS)
+		sched_yield();
+}
 struct tp_adapt {
 	_Atomic uint32_t avg_ns;
 	_Atomic uint32_t dev_ns; /* mean deviation of the waits from avg_ns */

@@ -401,12 +401,19 @@ static long long mmsg_bytes(const struct mmsghdr *v, int r)
 	return sum;
 }
 
+/* The most messages of a batch the kernel's sendmmsg and recvmmsg handle
+ * (UIO_MAXIOV): the entries of vlen it reads. */
+#define MMSG_MAX 1024u
+static unsigned int mmsg_len(unsigned int vlen)
+{
+	return vlen < MMSG_MAX ? vlen : MMSG_MAX;
+}
+
 /* An mmsg vector the kernel could not read (EFAULT): such a call goes to
- * the kernel untouched, on any descriptor. The kernel reads at most
- * UIO_MAXIOV (1024) entries. */
+ * the kernel untouched, on any descriptor. */
 static int mmsg_outside(const struct mmsghdr *vec, unsigned int vlen)
 {
-	return vlen && shim_addr_bad(vec, (vlen < 1024 ? vlen : 1024) * sizeof(*vec));
+	return vlen && shim_addr_bad(vec, mmsg_len(vlen) * sizeof(*vec));
 }
 
 /* sendmmsg/recvmmsg over RDMA: one message after the other, stopping at the
@@ -417,8 +424,7 @@ static int rdma_mmsg(struct conn *c, struct tp *t, int fd, struct mmsghdr *vec, 
 	unsigned i;
 	ssize_t r = 0;
 
-	if (vlen > 1024)
-		vlen = 1024; /* as the kernel's sendmmsg and recvmmsg: UIO_MAXIOV */
+	vlen = mmsg_len(vlen);
 	for (i = 0; i < vlen; i++) {
 		if (tx)
 			r = rdma_send(c, t, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
@@ -442,7 +448,7 @@ static RSOCK_COLD int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 	struct tp *t;
 	ssize_t r;
 
-	for (unsigned int i = 0; i < vlen && i < 1024; i++)
+	for (unsigned int i = 0; i < mmsg_len(vlen); i++)
 		if (vec[i].msg_hdr.msg_controllen)
 			pass_fds(&vec[i].msg_hdr);
 	t = io_begin(fd, &c);
@@ -457,12 +463,11 @@ static RSOCK_COLD int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 	return (int)r;
 }
 
-/* Whether a batch carries control data (descriptors to look at). The
- * kernel sends at most UIO_MAXIOV (1024) messages of a batch. The vector
- * is readable (mmsg_outside). */
+/* Whether a batch carries control data (descriptors to look at), in the
+ * messages the kernel sends. The vector is readable (mmsg_outside). */
 static int mmsg_control(const struct mmsghdr *vec, unsigned int vlen)
 {
-	for (unsigned int i = 0; i < vlen && i < 1024; i++)
+	for (unsigned int i = 0; i < mmsg_len(vlen); i++)
 		if (vec[i].msg_hdr.msg_controllen)
 			return 1;
 	return 0;
