@@ -31,7 +31,8 @@ struct fdtab_entry {
 	UT_hash_handle hh;
 };
 
-_Atomic(_Atomic uint64_t *) fdtab_pages[FDTAB_PAGES];
+fdtab_bitmap fdtab_pages;
+fdtab_bitmap fdtab_own_pages;
 static struct fdtab_entry *fdtab_head;
 static size_t fdtab_n;
 static pthread_rwlock_t fdtab_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -41,9 +42,9 @@ void fdtab_init(void)
 }
 
 /* Caller holds the write lock. Returns 0 or -ENOMEM. */
-static int bit_set(unsigned fd, int on)
+static int map_set(fdtab_bitmap map, unsigned fd, int on)
 {
-	_Atomic uint64_t *page = atomic_load(&fdtab_pages[fd >> FDTAB_PAGE_SHIFT]);
+	_Atomic uint64_t *page = atomic_load(&map[fd >> FDTAB_PAGE_SHIFT]);
 	uint64_t mask = 1ull << (fd & 63);
 
 	if (!page) {
@@ -52,13 +53,23 @@ static int bit_set(unsigned fd, int on)
 		page = calloc(512, sizeof(*page));
 		if (!page)
 			return -ENOMEM;
-		atomic_store(&fdtab_pages[fd >> FDTAB_PAGE_SHIFT], page);
+		atomic_store(&map[fd >> FDTAB_PAGE_SHIFT], page);
 	}
 	if (on)
 		atomic_fetch_or(&page[(fd >> 6) & 511], mask);
 	else
 		atomic_fetch_and(&page[(fd >> 6) & 511], ~mask);
 	return 0;
+}
+
+static int bit_set(unsigned fd, int on)
+{
+	return map_set(fdtab_pages, fd, on);
+}
+
+static int own_bit_set(unsigned fd, int on)
+{
+	return map_set(fdtab_own_pages, fd, on);
 }
 
 /* Caller holds the write lock; returns the removed entry's conn reference. */
@@ -179,14 +190,9 @@ static struct own_entry *own_head; /* under fdtab_lock */
 /* Caller holds the write lock. */
 static void own_drop_locked(struct own_entry *o)
 {
-	struct fdtab_entry *e;
-	int fd = o->fd;
-
+	own_bit_set((unsigned)o->fd, 0);
 	HASH_DEL(own_head, o);
 	free(o);
-	HASH_FIND_INT(fdtab_head, &fd, e);
-	if (!e)
-		bit_set((unsigned)fd, 0);
 }
 
 int fdtab_own(int fd)
@@ -215,7 +221,7 @@ int fdtab_own(int fd)
 	if (fdtab_oom) {
 		free(o);
 		rc = -ENOMEM;
-	} else if ((rc = bit_set((unsigned)fd, 1))) {
+	} else if ((rc = own_bit_set((unsigned)fd, 1))) {
 		HASH_DEL(own_head, o);
 		free(o);
 	}
@@ -296,10 +302,10 @@ int fdtab_is_own(int fd)
 	struct own_entry *o;
 	int r;
 
-	if (!fdtab_maybe_tracked(fd))
+	if (!fdtab_maybe_own(fd))
 		return 0;
-	/* Most tracked descriptors are the application's streams: a shared
-	 * look first, the exclusive lock only to check (and maybe drop) a mark. */
+	/* A shared look first, the exclusive lock only to check (and maybe
+	 * drop) a mark. */
 	pthread_rwlock_rdlock(&fdtab_lock);
 	HASH_FIND_INT(own_head, &fd, o);
 	pthread_rwlock_unlock(&fdtab_lock);

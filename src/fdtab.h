@@ -4,7 +4,11 @@
  * fronted by a lock-free bitmap so that calls on descriptors the library does
  * not track cost a few instructions: fdtab_maybe_tracked() is all the fast
  * path of every shim runs. Descriptors >= FDTAB_MAX_FD are never tracked
- * (their streams stay on kernel TCP). */
+ * (their streams stay on kernel TCP). The library's own descriptors (below)
+ * have a bitmap of their own, fdtab_maybe_own(): only the calls that close or
+ * replace a descriptor look at it, so that the data calls rdma-core makes on
+ * them (the doorbell write() of a soft-RoCE post, a completion channel's
+ * read()) cost no lookup. */
 #ifndef RSOCK_FDTAB_H
 #define RSOCK_FDTAB_H
 
@@ -19,21 +23,35 @@
 #define FDTAB_PAGES 64
 #define FDTAB_MAX_FD (FDTAB_PAGES << FDTAB_PAGE_SHIFT)
 
-extern _Atomic(_Atomic uint64_t *) fdtab_pages[FDTAB_PAGES] RSOCK_HIDDEN;
+typedef _Atomic(_Atomic uint64_t *) fdtab_bitmap[FDTAB_PAGES];
+extern fdtab_bitmap fdtab_pages RSOCK_HIDDEN;     /* streams and epoll instances */
+extern fdtab_bitmap fdtab_own_pages RSOCK_HIDDEN; /* the library's own descriptors */
 
-/* True when fd may be in the table (exact unless a concurrent insert or
- * remove is under way for the same fd). Lock-free. */
-static inline int fdtab_maybe_tracked(int fd)
+static inline int fdtab_bit(fdtab_bitmap map, int fd)
 {
 	unsigned u = (unsigned)fd;
 	_Atomic uint64_t *page;
 
 	if (RSOCK_UNLIKELY(u >= FDTAB_MAX_FD))
 		return 0;
-	page = atomic_load_explicit(&fdtab_pages[u >> FDTAB_PAGE_SHIFT], memory_order_relaxed);
+	page = atomic_load_explicit(&map[u >> FDTAB_PAGE_SHIFT], memory_order_relaxed);
 	if (RSOCK_LIKELY(!page))
 		return 0;
 	return (int)((atomic_load_explicit(&page[(u >> 6) & 511], memory_order_relaxed) >> (u & 63)) & 1);
+}
+
+/* True when fd may be in the table (exact unless a concurrent insert or
+ * remove is under way for the same fd). Lock-free. */
+static inline int fdtab_maybe_tracked(int fd)
+{
+	return fdtab_bit(fdtab_pages, fd);
+}
+
+/* True when fd may be one of the library's own (the mark is checked by
+ * fdtab_is_own). Lock-free. */
+static inline int fdtab_maybe_own(int fd)
+{
+	return fdtab_bit(fdtab_own_pages, fd);
 }
 
 void fdtab_init(void);

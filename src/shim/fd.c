@@ -34,7 +34,7 @@ static int is_own_fd(int fd)
 
 RSOCK_EXPORT int close(int fd)
 {
-	if (shim_fast(fd))
+	if (shim_fast_fd(fd))
 		return rsock_real.close(fd);
 	if (shim_active()) {
 		if (is_own_fd(fd)) {
@@ -202,7 +202,7 @@ RSOCK_EXPORT int fclose(FILE *f)
 		errno = ENOSYS;
 		return EOF;
 	}
-	if (fd >= 0 && !shim_fast(fd) && shim_active() && !shim_vforked() && !is_own_fd(fd))
+	if (fd >= 0 && !shim_fast_fd(fd) && shim_active() && !shim_vforked() && !is_own_fd(fd))
 		shim_forget(fd);
 	return rsock_real.fclose(f);
 }
@@ -276,14 +276,14 @@ static int dup_onto(int oldfd, int newfd, int flags, int is3)
 
 RSOCK_EXPORT int dup2(int oldfd, int newfd)
 {
-	if (shim_fast(oldfd) && shim_fast(newfd))
+	if (shim_fast(oldfd) && shim_fast_fd(newfd))
 		return rsock_real.dup2(oldfd, newfd);
 	return dup_onto(oldfd, newfd, 0, 0);
 }
 
 RSOCK_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	if (shim_fast(oldfd) && shim_fast(newfd))
+	if (shim_fast(oldfd) && shim_fast_fd(newfd))
 		return rsock_real.dup3(oldfd, newfd, flags);
 	return dup_onto(oldfd, newfd, flags, 1);
 }

@@ -32,6 +32,14 @@ static inline int shim_fast(int fd)
 	return RSOCK_LIKELY(rsock_ready()) && RSOCK_LIKELY(!fdtab_maybe_tracked(fd));
 }
 
+/* shim_fast() for the calls that close or replace a descriptor (close,
+ * fclose, dup2 and dup3 onto it): the library's own descriptors, which the
+ * data calls pass straight to libc, take the slow path there. */
+static inline int shim_fast_fd(int fd)
+{
+	return shim_fast(fd) && RSOCK_LIKELY(!fdtab_maybe_own(fd));
+}
+
 /* Finish or wait for initialisation. Returns 1 when the library may act
  * (ready and not inside its own call), 0 for plain passthrough. */
 static inline int shim_active(void)
