@@ -68,7 +68,7 @@ static struct tp *io_begin(int fd, struct conn **cp)
  * a buffer outside user space; else the number of leading elements the
  * kernel copies before it faults on a buffer in the null page (n: none
  * there), with *bytes their length. */
-static int iov_check(const struct iovec *iov, int n, size_t *bytes)
+static RSOCK_NOINLINE int iov_check_n(const struct iovec *iov, int n, size_t *bytes)
 {
 	int k = n;
 
@@ -89,6 +89,25 @@ static int iov_check(const struct iovec *iov, int n, size_t *bytes)
 			*bytes += iov[i].iov_len;
 	}
 	return k;
+}
+
+/* The same; one buffer (read, write, send, recv...) checked inline. */
+static inline int iov_check(const struct iovec *iov, int n, size_t *bytes)
+{
+	if (RSOCK_LIKELY(n == 1) && !shim_addr_bad(iov, sizeof(*iov))) {
+		size_t len = iov->iov_len;
+
+		*bytes = 0;
+		if ((ssize_t)len < 0)
+			return -EINVAL;
+		if (shim_range_outside(iov->iov_base, len))
+			return -EFAULT;
+		if (len && (uintptr_t)iov->iov_base < SHIM_NULL_PAGE)
+			return 0;
+		*bytes = len;
+		return 1;
+	}
+	return iov_check_n(iov, n, bytes);
 }
 
 /* A message header the kernel could not read (EFAULT). */
@@ -188,7 +207,13 @@ static ssize_t rdma_send(struct conn *c, struct tp *t, int fd, const struct iove
 
 /* ---- wrappers ------------------------------------------------------------------ */
 
-static RSOCK_COLD ssize_t read_slow(int fd, void *buf, size_t n)
+/* A wrapper's path for tracked descriptors: out of line, so that the calls
+ * on every other descriptor stay a bitmap test and a jump, but not "cold":
+ * it is the data path of every RDMA stream (cold code is optimised for
+ * size and laid out as unlikely). */
+#define RSOCK_SLOW RSOCK_NOINLINE
+
+static RSOCK_SLOW ssize_t read_slow(int fd, void *buf, size_t n)
 {
 	struct iovec v = {buf, n};
 	IO_SHIM(rx, fd, 0, rdma_recv(c_, t_, &v, 1, 0), REAL_CALL(read, fd, buf, n));
@@ -201,7 +226,7 @@ RSOCK_EXPORT ssize_t read(int fd, void *buf, size_t n)
 	return read_slow(fd, buf, n);
 }
 
-static RSOCK_COLD ssize_t readv_slow(int fd, const struct iovec *iov, int iovcnt)
+static RSOCK_SLOW ssize_t readv_slow(int fd, const struct iovec *iov, int iovcnt)
 {
 	IO_SHIM(rx, fd, 0, rdma_recv(c_, t_, iov, iovcnt, 0), REAL_CALL(readv, fd, iov, iovcnt));
 }
@@ -213,7 +238,7 @@ RSOCK_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	return readv_slow(fd, iov, iovcnt);
 }
 
-static RSOCK_COLD ssize_t write_slow(int fd, const void *buf, size_t n)
+static RSOCK_SLOW ssize_t write_slow(int fd, const void *buf, size_t n)
 {
 	struct iovec v = {(void *)buf, n};
 	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, &v, 1, 0), REAL_CALL(write, fd, buf, n));
@@ -226,7 +251,7 @@ RSOCK_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	return write_slow(fd, buf, n);
 }
 
-static RSOCK_COLD ssize_t writev_slow(int fd, const struct iovec *iov, int iovcnt)
+static RSOCK_SLOW ssize_t writev_slow(int fd, const struct iovec *iov, int iovcnt)
 {
 	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, iov, iovcnt, 0), REAL_CALL(writev, fd, iov, iovcnt));
 }
@@ -238,7 +263,7 @@ RSOCK_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	return writev_slow(fd, iov, iovcnt);
 }
 
-static RSOCK_COLD ssize_t send_slow(int fd, const void *buf, size_t n, int flags)
+static RSOCK_SLOW ssize_t send_slow(int fd, const void *buf, size_t n, int flags)
 {
 	struct iovec v = {(void *)buf, n};
 	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, &v, 1, flags), REAL_CALL(send, fd, buf, n, flags));
@@ -251,7 +276,7 @@ RSOCK_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	return send_slow(fd, buf, n, flags);
 }
 
-static RSOCK_COLD ssize_t sendto_slow(int fd, const void *buf, size_t n, int flags,
+static RSOCK_SLOW ssize_t sendto_slow(int fd, const void *buf, size_t n, int flags,
 				      __CONST_SOCKADDR_ARG addr, socklen_t alen)
 {
 	struct iovec v = {(void *)buf, n};
@@ -307,7 +332,7 @@ static RSOCK_COLD void pass_fds(const struct msghdr *msg)
 	}
 }
 
-static RSOCK_COLD ssize_t sendmsg_slow(int fd, const struct msghdr *msg, int flags)
+static RSOCK_SLOW ssize_t sendmsg_slow(int fd, const struct msghdr *msg, int flags)
 {
 	int outside = msg_outside(msg);
 
@@ -325,7 +350,7 @@ RSOCK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	return sendmsg_slow(fd, msg, flags);
 }
 
-static RSOCK_COLD ssize_t recv_slow(int fd, void *buf, size_t n, int flags)
+static RSOCK_SLOW ssize_t recv_slow(int fd, void *buf, size_t n, int flags)
 {
 	struct iovec v = {buf, n};
 	IO_SHIM(rx, fd, flags, rdma_recv(c_, t_, &v, 1, flags), REAL_CALL(recv, fd, buf, n, flags));
@@ -350,7 +375,7 @@ static ssize_t rdma_recvfrom(struct conn *c, struct tp *t, void *buf, size_t n, 
 	return r;
 }
 
-static RSOCK_COLD ssize_t recvfrom_slow(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
+static RSOCK_SLOW ssize_t recvfrom_slow(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
 					socklen_t *alen)
 {
 	IO_SHIM(rx, fd, flags, rdma_recvfrom(c_, t_, buf, n, flags, SA(addr) ? alen : NULL),
@@ -379,7 +404,7 @@ static ssize_t rdma_recvmsg(struct conn *c, struct tp *t, struct msghdr *msg, in
 	return r;
 }
 
-static RSOCK_COLD ssize_t recvmsg_slow(int fd, struct msghdr *msg, int flags)
+static RSOCK_SLOW ssize_t recvmsg_slow(int fd, struct msghdr *msg, int flags)
 {
 	IO_SHIM(rx, fd, flags, rdma_recvmsg(c_, t_, msg, flags), REAL_CALL(recvmsg, fd, msg, flags));
 }
@@ -442,7 +467,7 @@ static int rdma_mmsg(struct conn *c, struct tp *t, int fd, struct mmsghdr *vec, 
 	return i ? (int)i : (int)r;
 }
 
-static RSOCK_COLD int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+static RSOCK_SLOW int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
 	struct conn *c;
 	struct tp *t;
@@ -480,7 +505,7 @@ RSOCK_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int fl
 	return sendmmsg_slow(fd, vec, vlen, flags);
 }
 
-static RSOCK_COLD int recvmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+static RSOCK_SLOW int recvmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
 				    struct timespec *tmo)
 {
 	struct conn *c;
