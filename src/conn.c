@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <semaphore.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cm.h"
@@ -20,15 +21,33 @@
 
 static void later_drop(struct conn *c);
 
+/* Freed conns are kept for the next conn_new, never given back to malloc:
+ * fdtab_get() takes a reference on a conn it found without a lock, and the
+ * memory it looks at may have been freed meanwhile; it stays a conn whose
+ * count is 0 (conn_tryref fails) or a conn of another stream (the lookup sees
+ * that the descriptor's slot changed). The pool holds at most as many conns
+ * as were ever open at once (about 160 bytes each). */
+static struct conn *conn_pool;
+static pthread_mutex_t conn_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
 struct conn *conn_new(int domain)
 {
-	struct conn *c = calloc(1, sizeof(*c));
+	struct conn *c;
 
-	if (!c)
+	pthread_mutex_lock(&conn_pool_lock);
+	if ((c = conn_pool))
+		conn_pool = c->pool_next;
+	pthread_mutex_unlock(&conn_pool_lock);
+	if (c) {
+		/* Everything but the count, which a lookup may be trying to
+		 * raise (it stays 0 until the store below). */
+		memset((char *)c + sizeof(c->refs), 0, sizeof(*c) - sizeof(c->refs));
+	} else if (!(c = calloc(1, sizeof(*c)))) {
 		return NULL;
-	atomic_init(&c->refs, 1);
+	}
 	c->domain = domain;
 	pthread_mutex_init(&c->lock, NULL);
+	atomic_store_explicit(&c->refs, 1, memory_order_release);
 	return c;
 }
 
@@ -36,6 +55,18 @@ struct conn *conn_ref(struct conn *c)
 {
 	atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
 	return c;
+}
+
+int conn_tryref(struct conn *c)
+{
+	unsigned r = atomic_load_explicit(&c->refs, memory_order_relaxed);
+
+	do {
+		if (!r)
+			return 0;
+	} while (!atomic_compare_exchange_weak_explicit(&c->refs, &r, r + 1, memory_order_acquire,
+						       memory_order_relaxed));
+	return 1;
 }
 
 void conn_unref(struct conn *c)
@@ -55,7 +86,10 @@ void conn_unref(struct conn *c)
 	if (c->ep)
 		ep_destroy(c->ep);
 	pthread_mutex_destroy(&c->lock);
-	free(c);
+	pthread_mutex_lock(&conn_pool_lock);
+	c->pool_next = conn_pool;
+	conn_pool = c;
+	pthread_mutex_unlock(&conn_pool_lock);
 	errno = saved;
 }
 
@@ -330,6 +364,16 @@ void conn_fork_settle_clients(void)
 	}
 }
 
+void conn_pool_fork_lock(void)
+{
+	pthread_mutex_lock(&conn_pool_lock);
+}
+
+void conn_pool_fork_unlock(void)
+{
+	pthread_mutex_unlock(&conn_pool_lock);
+}
+
 void conn_fork_lock(void)
 {
 	pthread_mutex_lock(&later_run);
@@ -353,6 +397,7 @@ void conn_fork_child(void)
 	later_head = NULL;
 	later_tail = &later_head;
 	later_pid = 0;
+	pthread_mutex_init(&conn_pool_lock, NULL);
 	pthread_mutex_init(&later_lock, NULL);
 	pthread_mutex_init(&later_run, NULL);
 	for (; l; l = n) {

@@ -37,7 +37,7 @@ struct ep_item;
 struct later;
 
 struct conn {
-	_Atomic unsigned refs;
+	_Atomic unsigned refs;  /* first: conn_new clears what follows it */
 	int domain;             /* AF_INET or AF_INET6 */
 	_Atomic int nonblock;   /* O_NONBLOCK of the open file description */
 	pthread_mutex_t lock;   /* guards the set-up fields below */
@@ -57,12 +57,16 @@ struct conn {
 	struct cm_client *client; /* a client whose hello's answer is awaited (lock) */
 	struct later *later;    /* its entry on the list of conn_settle_later (its lock) */
 	_Atomic int later_on;   /* later is set (read without the lock) */
+	struct conn *pool_next; /* freed: the next in conn.c's pool */
 };
 
 /* A new conn with one reference, or NULL (out of memory). */
 struct conn *conn_new(int domain);
 /* Take another reference; returns c. */
 struct conn *conn_ref(struct conn *c);
+/* Take a reference unless the count is 0 (c freed, or being freed): for a
+ * conn found without a lock (fdtab_get). Returns 1 when taken. */
+int conn_tryref(struct conn *c);
 /* Drop a reference; the last one tears the stream down (RDMA connection,
  * beacon) and frees the object. NULL is allowed. */
 void conn_unref(struct conn *c);
@@ -93,6 +97,10 @@ int conn_settle_later(struct conn *c, int fd, int client);
 void conn_fork_settle_clients(void);
 /* Around fork (init.c): the list's lock; the child drops the parent's list. */
 void conn_fork_lock(void);
+/* The pool of freed conns' lock, a leaf: taken last before a fork, released
+ * in the parent (the child re-initialises it in conn_fork_child). */
+void conn_pool_fork_lock(void);
+void conn_pool_fork_unlock(void);
 void conn_fork_unlock(void);
 void conn_fork_child(void);
 

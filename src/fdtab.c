@@ -1,6 +1,7 @@
 /* fdtab.c - see fdtab.h. Lock: fdtab_lock (rwlock) protects the hash and
- * bitmap writes; it is a leaf lock (nothing else is taken while it is held
- * except conn reference counts, which are atomics). */
+ * the writes of the slots and bitmaps (their reads take no lock); it is a
+ * leaf lock (nothing else is taken while it is held except conn reference
+ * counts, which are atomics). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -33,6 +34,15 @@ struct fdtab_entry {
 
 fdtab_bitmap fdtab_pages;
 fdtab_bitmap fdtab_own_pages;
+
+/* Each tracked descriptor's conn, for fdtab_get without the lock: pages of
+ * 4,096 slots (32 KiB), allocated at the first descriptor of their range.
+ * Written under the write lock, beside the hash, which stays the table
+ * (fdtab_each, fdtab_count, ranges). */
+#define SLOT_SHIFT 12
+#define SLOT_PAGES (FDTAB_MAX_FD >> SLOT_SHIFT)
+typedef _Atomic(struct conn *) fdtab_slot;
+static _Atomic(fdtab_slot *) fdtab_slots[SLOT_PAGES];
 static struct fdtab_entry *fdtab_head;
 static size_t fdtab_n;
 static pthread_rwlock_t fdtab_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -62,6 +72,22 @@ static int map_set(fdtab_bitmap map, unsigned fd, int on)
 	return 0;
 }
 
+/* Caller holds the write lock. Returns 0 or -ENOMEM (never for c NULL). */
+static int slot_set(unsigned fd, struct conn *c)
+{
+	fdtab_slot *page = atomic_load_explicit(&fdtab_slots[fd >> SLOT_SHIFT], memory_order_relaxed);
+
+	if (!page) {
+		if (!c)
+			return 0;
+		if (!(page = calloc((size_t)1 << SLOT_SHIFT, sizeof(*page))))
+			return -ENOMEM;
+		atomic_store_explicit(&fdtab_slots[fd >> SLOT_SHIFT], page, memory_order_release);
+	}
+	atomic_store_explicit(&page[fd & ((1u << SLOT_SHIFT) - 1)], c, memory_order_release);
+	return 0;
+}
+
 static int bit_set(unsigned fd, int on)
 {
 	return map_set(fdtab_pages, fd, on);
@@ -84,6 +110,7 @@ static struct conn *remove_locked(int fd)
 	HASH_DEL(fdtab_head, e);
 	fdtab_n--;
 	bit_set((unsigned)fd, 0);
+	slot_set((unsigned)fd, NULL);
 	c = e->conn;
 	free(e);
 	return c;
@@ -110,7 +137,8 @@ int fdtab_insert(int fd, struct conn *c)
 	HASH_ADD_INT(fdtab_head, fd, e);
 	if (fdtab_oom) {
 		rc = -ENOMEM;
-	} else if ((rc = bit_set((unsigned)fd, 1))) {
+	} else if ((rc = slot_set((unsigned)fd, c)) || (rc = bit_set((unsigned)fd, 1))) {
+		slot_set((unsigned)fd, NULL);
 		HASH_DEL(fdtab_head, e);
 	} else {
 		fdtab_n++;
@@ -127,17 +155,33 @@ int fdtab_insert(int fd, struct conn *c)
 	return rc;
 }
 
+/* Every data call looks its descriptor up: no lock (a shared rwlock's
+ * counter is one cache line all threads write), one slot read and a
+ * reference taken on the conn found, which holds if the slot still names it
+ * then. The conn may have been freed meanwhile: conns are never given back
+ * to malloc (conn.c), so the count is 0 (conn_tryref fails) or the memory
+ * is another stream's conn, no longer (or not yet) in this slot; either way
+ * the slot is read again. */
 struct conn *fdtab_get(int fd)
 {
-	struct fdtab_entry *e;
-	struct conn *c = NULL;
+	unsigned u = (unsigned)fd;
+	fdtab_slot *page, *slot;
+	struct conn *c;
 
-	pthread_rwlock_rdlock(&fdtab_lock);
-	HASH_FIND_INT(fdtab_head, &fd, e);
-	if (e)
-		c = conn_ref(e->conn);
-	pthread_rwlock_unlock(&fdtab_lock);
-	return c;
+	if (u >= FDTAB_MAX_FD)
+		return NULL;
+	page = atomic_load_explicit(&fdtab_slots[u >> SLOT_SHIFT], memory_order_acquire);
+	if (!page)
+		return NULL;
+	slot = &page[u & ((1u << SLOT_SHIFT) - 1)];
+	while ((c = atomic_load_explicit(slot, memory_order_acquire))) {
+		if (conn_tryref(c)) {
+			if (atomic_load_explicit(slot, memory_order_acquire) == c)
+				return c;
+			conn_unref(c);
+		}
+	}
+	return NULL;
 }
 
 struct conn *fdtab_take(int fd)
@@ -162,6 +206,7 @@ void fdtab_remove_range(unsigned lo, unsigned hi)
 			HASH_DEL(fdtab_head, e);
 			fdtab_n--;
 			bit_set((unsigned)e->fd, 0);
+			slot_set((unsigned)e->fd, NULL);
 			e->hh.next = gone; /* reuse the handle to chain the victims */
 			gone = e;
 		}

@@ -61,7 +61,8 @@ void fdtab_init(void);
  * Returns 0, -EBADF when fd is out of the trackable range, -ENOMEM. */
 int fdtab_insert(int fd, struct conn *c);
 
-/* The conn of fd with a new reference (caller calls conn_unref), or NULL. */
+/* The conn of fd with a new reference (caller calls conn_unref), or NULL.
+ * Takes no lock. */
 struct conn *fdtab_get(int fd);
 
 /* Remove fd and hand the table's reference to the caller (NULL if absent). */

@@ -78,12 +78,14 @@ static void fork_prepare(void)
 	ho_fork_lock();
 	tp_fork_lock();
 	fdtab_fork_prepare();
+	conn_pool_fork_lock();
 	log_fork_lock();
 }
 
 static void fork_parent(void)
 {
 	log_fork_unlock();
+	conn_pool_fork_unlock();
 	fdtab_fork_parent();
 	tp_fork_unlock();
 	ho_fork_unlock();

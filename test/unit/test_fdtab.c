@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -200,6 +201,62 @@ static void test_threads(void **state)
 	assert_int_equal(fdtab_count(), 0);
 }
 
+/* Lookups without the lock while conns are freed and made again (conn.c
+ * keeps freed ones for the next conn_new): a lookup returns the slot's
+ * conn, referenced, or NULL; never a freed one. Run under TSan and ASan by
+ * the suite. */
+#define RECYCLE_FD 3000
+static _Atomic int recycle_done;
+
+static void *recycler(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 20000; i++) {
+		struct conn *c = conn_new(i & 1 ? AF_INET6 : AF_INET);
+		if (!c)
+			continue;
+		fdtab_insert(RECYCLE_FD + (i & 1), c);
+		conn_unref(c); /* the table's reference is the last */
+		conn_unref(fdtab_take(RECYCLE_FD + (i & 1)));
+	}
+	atomic_store(&recycle_done, 1);
+	return NULL;
+}
+
+static void *looker(void *arg)
+{
+	long *bad = arg;
+
+	while (!atomic_load(&recycle_done))
+		for (int k = 0; k < 2; k++) {
+			struct conn *g = fdtab_get(RECYCLE_FD + k);
+			if (!g)
+				continue;
+			if (atomic_load(&g->refs) < 1 || g->domain != (k ? AF_INET6 : AF_INET))
+				(*bad)++;
+			conn_unref(g);
+		}
+	return NULL;
+}
+
+static void test_lookup_recycle(void **state)
+{
+	pthread_t w, r[3];
+	long bad[3] = {0};
+
+	atomic_store(&recycle_done, 0);
+	for (int i = 0; i < 3; i++)
+		pthread_create(&r[i], NULL, looker, &bad[i]);
+	pthread_create(&w, NULL, recycler, NULL);
+	pthread_join(w, NULL);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(r[i], NULL);
+		assert_int_equal(bad[i], 0);
+	}
+	assert_null(fdtab_get(RECYCLE_FD));
+	assert_int_equal(fdtab_count(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -210,6 +267,7 @@ int main(void)
 		cmocka_unit_test(test_own),
 		cmocka_unit_test(test_eligible),
 		cmocka_unit_test(test_threads),
+		cmocka_unit_test(test_lookup_recycle),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
