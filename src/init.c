@@ -101,6 +101,7 @@ static void fork_child(void)
 	if (rsock_pid_slot)
 		__atomic_store_n(&rsock_pid_slot[1], (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
 	log_fork_unlock();
+	stats_fork_child();
 	fdtab_fork_child();
 	tp_bell_fork_child(); /* closes one of our descriptors: fdtab's lock */
 	tp_reap_fork_child(); /* the same */

@@ -15,6 +15,8 @@ void stats_handover(void);
 void stats_cq_event(void);
 void stats_cq_arm(void);
 void stats_zcopy(uint64_t n);
+/* In a fork child: the other threads' per-thread shards are free again. */
+void stats_fork_child(void);
 /* Fill st completely (current version). */
 void stats_snapshot(struct rsock_stats *st);
 /* Print the counters to the log destination, whatever the log level. */
