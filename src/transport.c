@@ -1615,6 +1615,37 @@ static void zc_end(struct tp *t, struct zc_span *zc)
 	zc->mr = NULL;
 }
 
+/* The common small send: one buffer that fits in a work request (inline),
+ * room for all of it now, nothing wrong with the stream. What tp_send's loop
+ * does for it, without the loop: about half the instructions of a 64 B
+ * write(), which is on the round trip's path at both ends. Returns 1 when
+ * sent, 0 when the loop must do it (nothing done then). Caller holds the
+ * lock. */
+static int send_small(struct tp *t, const void *buf, uint32_t n)
+{
+	uint8_t tmp[256];
+	struct ibv_sge sge = {.addr = (uintptr_t)tmp, .length = n, .lkey = 0};
+	uint64_t off;
+
+	if (n > sizeof(tmp))
+		return 0;
+	progress(t);
+	if (RSOCK_UNLIKELY(t->eof || t->err || t->peer_gone || t->fin_sent || tp_switched(t)) ||
+	    send_room(t, n, 0) != n)
+		return 0;
+	memcpy(tmp, buf, n);
+	off = t->peer.tail & (t->peer.size - 1);
+	t->peer.tail += n; /* == ring_remote_reserve: send_room saw the room, contiguous */
+	if (RSOCK_UNLIKELY(post_write(t, &sge, (uint32_t)off, proto_imm_encode(PROTO_IMM_DATA, n),
+				      PW_INLINE))) {
+		t->peer.tail -= n; /* the loop posts again, and handles the error */
+		return 0;
+	}
+	t->msg_end[(t->msg_head + t->msg_count) % RSOCK_ARRAY_SIZE(t->msg_end)] = t->peer.tail;
+	t->msg_count++;
+	return 1;
+}
+
 ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
 	size_t want = iov_total(iov, iovcnt), done = 0;
@@ -1637,6 +1668,11 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		goto out;
 	}
 	t->sink_waits = 0; /* it sends: its reads wait for answers */
+	if (iovcnt == 1 && want && want <= t->max_inline && !(flags & MSG_OOB) &&
+	    send_small(t, iov->iov_base, (uint32_t)want)) {
+		pthread_mutex_unlock(&t->lock);
+		return (ssize_t)want;
+	}
 	while (done < want) {
 		uint32_t n;
 		struct ring_span rs[2];
@@ -1784,6 +1820,11 @@ static size_t unread_to_iov(struct tp *t, const struct iovec *iov, int iovcnt, s
 {
 	size_t k = 0;
 
+	if (iovcnt == 1 && !ring_used(&t->spill) && skip <= iov->iov_len) {
+		/* one buffer (read, recv): no vector to build */
+		size_t room = iov->iov_len - skip;
+		return ring_peek(&t->rx, (uint8_t *)iov->iov_base + skip, room < max ? room : max);
+	}
 	if (ring_used(&t->spill))
 		k = ring_to_iov(&t->spill, iov, iovcnt, skip, max);
 	if (k < max && k == ring_used(&t->spill))
@@ -1825,6 +1866,26 @@ static void lowat_wait_prep(struct tp *t)
 		spill(t);
 }
 
+/* The common read: one buffer, no flag that changes what is taken, and at
+ * least the target (SO_RCVLOWAT) in the ring already, none in the spill.
+ * What tp_recv's loop does for it, without the loop. Returns the bytes read,
+ * 0 when the loop must do it (nothing done then). Caller holds the lock. */
+static size_t recv_small(struct tp *t, void *buf, size_t want, size_t target)
+{
+	uint64_t u;
+	size_t n;
+
+	progress(t);
+	if (RSOCK_UNLIKELY(tp_switched(t)) || ring_used(&t->spill) || (u = ring_used(&t->rx)) < target ||
+	    !u)
+		return 0;
+	n = ring_peek(&t->rx, buf, want);
+	ring_consume(&t->rx, n);
+	t->rx_unacked += n;
+	maybe_credit(t);
+	return n;
+}
+
 ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
 	size_t want = iov_total(iov, iovcnt), done = 0, target;
@@ -1852,6 +1913,11 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	if (target > want)
 		target = want;
 	pthread_mutex_lock(&t->lock);
+	if (iovcnt == 1 && !(flags & (MSG_PEEK | MSG_TRUNC)) &&
+	    (done = recv_small(t, iov->iov_base, want, target))) {
+		pthread_mutex_unlock(&t->lock);
+		return (ssize_t)done;
+	}
 	for (;;) {
 		progress(t);
 		if (tp_switched(t)) {
