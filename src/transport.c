@@ -339,11 +339,18 @@ void tp_up(struct tp *t)
 	t->rec = ho_register(t);
 }
 
-static int post_recv(struct tp *t)
+/* Post n (at most TP_RQ_BATCH) receives, zero-length (a WRITE WITH IMMEDIATE
+ * only consumes one), as one chain: one call, one lock of the provider's
+ * queue. */
+static int post_recv_chain(struct tp *t, unsigned n)
 {
-	struct ibv_recv_wr wr = {.wr_id = 0, .sg_list = NULL, .num_sge = 0}, *bad;
+	struct ibv_recv_wr wr[TP_RQ_BATCH], *bad;
 
-	return -ibv_post_recv(t->qp, &wr, &bad);
+	if (!n)
+		return 0;
+	for (unsigned i = 0; i < n; i++)
+		wr[i] = (struct ibv_recv_wr){.next = i + 1 < n ? &wr[i + 1] : NULL};
+	return -ibv_post_recv(t->qp, wr, &bad);
 }
 
 int tp_create_cq(struct tp *t)
@@ -415,8 +422,8 @@ static int post_recvs(struct tp *t)
 {
 	int rc;
 
-	for (int i = 0; i < TP_RQ_DEPTH; i++)
-		if ((rc = post_recv(t)))
+	for (int i = 0; i < TP_RQ_DEPTH; i += TP_RQ_BATCH)
+		if ((rc = post_recv_chain(t, TP_RQ_DEPTH - i < TP_RQ_BATCH ? TP_RQ_DEPTH - i : TP_RQ_BATCH)))
 			return rc;
 	return 0;
 }
@@ -702,8 +709,15 @@ static int progress(struct tp *t)
 			}
 			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 				handle_recv(t, ntohl(wc[i].imm_data));
-				if (post_recv(t) && !t->err)
-					t->err = -EIO;
+				/* Each message used a receive: posted again in
+				 * chains, TP_RQ_BATCH at a time (the peer never
+				 * has more than TP_MAX_DATA_MSGS data messages
+				 * and a few control ones outstanding). */
+				if (++t->rq_owed >= TP_RQ_BATCH) {
+					if (post_recv_chain(t, t->rq_owed) && !t->err)
+						t->err = -EIO;
+					t->rq_owed = 0;
+				}
 			} else if (wc[i].opcode == IBV_WC_RDMA_WRITE && t->sig_count) {
 				/* Signalled WRs complete in order, and every WR
 				 * posted before one is complete when it is. */
@@ -1629,7 +1643,11 @@ static int send_small(struct tp *t, const void *buf, uint32_t n)
 
 	if (n > sizeof(tmp))
 		return 0;
-	progress(t);
+	/* Completions are looked at only when the room seems short: what
+	 * they could say otherwise (the peer's end, an error) is news that
+	 * reaches a TCP sender after its write just as well. */
+	if (send_room(t, n, 0) != n)
+		progress(t);
 	if (RSOCK_UNLIKELY(t->eof || t->err || t->peer_gone || t->fin_sent || tp_switched(t)) ||
 	    send_room(t, n, 0) != n)
 		return 0;

@@ -22,10 +22,19 @@
 #include "proto.h"
 #include "ring.h"
 
-#define TP_RQ_DEPTH 128
+/* Receives posted: the peer's data messages (at most TP_MAX_DATA_MSGS
+ * unacknowledged), its credits (at worst one per data message of ours it
+ * read: TP_MAX_DATA_MSGS), FIN and RESET, and the receives consumed but not
+ * yet posted again (fewer than TP_RQ_BATCH). */
+#define TP_RQ_DEPTH 144
 #define TP_SQ_DEPTH 128
 #define TP_SIGNAL_EVERY 32
-#define TP_MAX_DATA_MSGS (TP_RQ_DEPTH / 2 - 1) /* see doc/design.md section 9 */
+/* Part of the wire protocol: a receiver takes one more as an error (see
+ * doc/design.md section 9). */
+#define TP_MAX_DATA_MSGS 63
+/* Receives are posted again in chains of this many (doc/design.md section 9). */
+#define TP_RQ_BATCH 16
+_Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "receive queue headroom");
 #define TP_MAX_CHUNK (32u * 1024) /* the largest data message (doc/design.md section 9) */
 
 /* Settings from the environment (config.c fills them). */
@@ -193,6 +202,7 @@ struct tp {
 	uint64_t msg_end[TP_MAX_DATA_MSGS + 1]; /* end positions of unacked data messages */
 	unsigned msg_head, msg_count;
 	unsigned sq_posted;          /* WRs posted since the last signalled one */
+	unsigned rq_owed;            /* receives consumed and not yet posted again */
 	unsigned sq_busy;            /* WRs not known complete */
 	uint64_t sq_seq;             /* WRs posted so far */
 	struct {
