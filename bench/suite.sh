@@ -16,8 +16,9 @@
 #     exchange came back (the target: against a bare rdma_cm connect until
 #     ESTABLISHED);
 #     connections per second;
-#   - CPU: user-space instructions per round trip on the client (callgrind,
-#     the difference between two run lengths, busy-polling off);
+#   - CPU: user-space instructions on the client per 64 B message on the
+#     send path (write()), the receive path (read()) and per round trip
+#     (callgrind, the difference between two run lengths, busy-polling off);
 #   - memory: RSS and registered bytes per connection with HOLD connections
 #     held open at once.
 # Output: bench/results/suite-latest.md (tables with ratios and the issue's
@@ -302,24 +303,47 @@ if command -v valgrind >/dev/null && [ "$CPU_MSGS" -gt 0 ]; then
 	mkdir -p /etc/rdma/rsocket 2>/dev/null && echo 0 >/etc/rdma/rsocket/polling_time 2>/dev/null || true
 	# no busy-polling; RDMA or nothing (valgrind is slow: generous hand-shake time)
 	CPU_ENV="RSOCK_POLL_US=0 RSOCK_MODE=rdma RSOCK_HANDSHAKE_MS=30000 RSOCK_PROBE_MS=30000"
-	ir() { # PATH N: the client's total instruction count for N 64 B round trips
-		local pre out
+	CG_OUT=$(mktemp -d)
+	ir() { # PATH N: the client's instructions for N 64 B round trips: "total write read"
+		local pre out f
 		pre=$(preload_of "$1")
+		f=$CG_OUT/$1-$2.out
 		port=$((port + 1))
 		env ${pre:+LD_PRELOAD=$pre} $CPU_ENV timeout 900 "$SB" server "$B" "$port" >/dev/null 2>&1 &
 		wait_listen "$1" "$port" || { echo failed; return; }
 		out=$(env ${pre:+LD_PRELOAD=$pre} $CPU_ENV timeout 900 valgrind --tool=callgrind \
-			--callgrind-out-file=/dev/null "$SB" pingpong "$B" "$port" "$A" 64 "$2" 2>&1 >/dev/null || true)
+			--callgrind-out-file="$f" "$SB" pingpong "$B" "$port" "$A" 64 "$2" 2>&1 >/dev/null || true)
 		wait 2>/dev/null || true
-		awk '/Collected :/ { print $NF }' <<<"$out" | tail -n 1
+		awk '/Collected :/ { t = $NF } END { printf "%s ", t }' <<<"$out"
+		# the calls of sockbench's full(), which reads or writes one
+		# message: each call's inclusive count, so also what a wrapper
+		# reaches by a tail jump (write -> write_slow)
+		callgrind_annotate --tree=calling --inclusive=yes --threshold=100 "$f" 2>/dev/null |
+			awk 'function n(s) { gsub(",", "", s); return s + 0 }
+			/\*  .*sockbench\.c:full / { p = 1; next }
+			p && /^ *[0-9,]+ .*>   / {
+				if (match($0, /:[A-Za-z0-9_]+ \(/)) {
+					fn = substr($0, RSTART + 1, RLENGTH - 3)
+					if (fn ~ /^(r?write|r?send)/) w += n($1)
+					else if (fn ~ /^(r?read|r?recv)/) r += n($1)
+				}
+				next
+			}
+			p { exit }
+			END { printf "%d %d\n", w, r }'
+		rm -f "$f"
 	}
 	for path in $PATHS; do
 		a=$(ir "$path" "$CPU_MSGS") b=$(ir "$path" $((2 * CPU_MSGS)))
-		# pingpong runs n + n/10 round trips
-		CPU[$path]=$(awk -v a="$a" -v b="$b" -v n="$CPU_MSGS" \
-			'BEGIN { if (a + 0 > 0 && b + 0 > a) printf "%.0f", (b - a) / (n * 1.1); else print "failed" }')
-		log "cpu: $path ${CPU[$path]} instructions per round trip"
+		# pingpong runs n + n/10 round trips; a field each: total, write, read
+		CPU[$path]=$(awk -v a="$a" -v b="$b" -v n="$CPU_MSGS" 'BEGIN {
+			split(a, x, " "); split(b, y, " "); out = ""
+			for (i = 1; i <= 3; i++)
+				out = out (x[i] + 0 > 0 && y[i] + 0 > x[i] ? sprintf("%.0f", (y[i] - x[i]) / (n * 1.1)) : "failed") " "
+			sub(/ $/, "", out); print out }')
+		log "cpu: $path ${CPU[$path]} instructions per round trip (total, write, read)"
 	done
+	rm -rf "$CG_OUT"
 fi
 
 # ---- report ----------------------------------------------------------------
@@ -409,14 +433,20 @@ for k in $PATHS; do
 done
 if [ "${#CPU[@]}" -gt 0 ]; then
 	echo
-	echo "#### CPU: user-space instructions per 64 B round trip on the client (callgrind, busy-polling off)"
+	echo "#### CPU: user-space instructions on the client, 64 B messages (callgrind, busy-polling off)"
 	echo
-	echo "| path | instructions | vs rsocket |"
-	echo "|---|---:|---:|"
+	echo "| path | send path (a write()) | vs rsocket | receive path (a read()) | vs rsocket | whole round trip | vs rsocket |"
+	echo "|---|---:|---:|---:|---:|---:|---:|"
 	for k in $PATHS; do
-		echo "| $k | ${CPU[$k]} | $(ratio "${CPU[$k]}" "${CPU[rsocket]}") |"
+		echo "| $k | $(c "${CPU[$k]}" 2) | $(ratio "$(c "${CPU[$k]}" 2)" "$(c "${CPU[rsocket]}" 2)") |" \
+			"$(c "${CPU[$k]}" 3) | $(ratio "$(c "${CPU[$k]}" 3)" "$(c "${CPU[rsocket]}" 3)") |" \
+			"$(c "${CPU[$k]}" 1) | $(ratio "$(c "${CPU[$k]}" 1)" "$(c "${CPU[rsocket]}" 1)") |"
 	done
 	echo
+	echo "Each figure is the difference between two run lengths, per round trip. The send path is"
+	echo "the same every time; the receive path includes the wait for the answer (a sleep: arming"
+	echo "the completion queue, the system calls' wrappers), which varies with how often the answer"
+	echo "is already there, and so does the whole round trip (the benchmark's own loop included)."
 	echo "Kernel TCP's cost is in the kernel, which callgrind does not see."
 fi
 l64=$(c "${LAT[librsock,64]:-failed}" 1) t64=$(c "${LAT[tcp,64]:-failed}" 1) w64=$(c "${LAT[ib_write_lat,64]:-failed}" 1)
