@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <semaphore.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,6 +31,19 @@ static void later_drop(struct conn *c);
 static struct conn *conn_pool;
 static pthread_mutex_t conn_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Under ASan a pooled conn is poisoned but for its count (a lookup may try
+ * to raise it) and its link: a use of a freed conn is still reported. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define POOL_POISON(c, on)                                                                  \
+	((on) ? ASAN_POISON_MEMORY_REGION((char *)(c) + sizeof((c)->refs),                  \
+					  offsetof(struct conn, pool_next) - sizeof((c)->refs)) \
+	      : ASAN_UNPOISON_MEMORY_REGION((char *)(c) + sizeof((c)->refs),                \
+					    offsetof(struct conn, pool_next) - sizeof((c)->refs)))
+#else
+#define POOL_POISON(c, on) ((void)(c))
+#endif
+
 struct conn *conn_new(int domain)
 {
 	struct conn *c;
@@ -39,6 +53,7 @@ struct conn *conn_new(int domain)
 		conn_pool = c->pool_next;
 	pthread_mutex_unlock(&conn_pool_lock);
 	if (c) {
+		POOL_POISON(c, 0);
 		/* Everything but the count, which a lookup may be trying to
 		 * raise (it stays 0 until the store below). */
 		memset((char *)c + sizeof(c->refs), 0, sizeof(*c) - sizeof(c->refs));
@@ -89,6 +104,7 @@ void conn_unref(struct conn *c)
 	pthread_mutex_lock(&conn_pool_lock);
 	c->pool_next = conn_pool;
 	conn_pool = c;
+	POOL_POISON(c, 1);
 	pthread_mutex_unlock(&conn_pool_lock);
 	errno = saved;
 }
