@@ -25,32 +25,6 @@ static int ring_size_ok(uint32_t size)
 	return size >= RING_MIN_SIZE && size <= RING_MAX_SIZE && (size & (size - 1)) == 0;
 }
 
-/* Bytes that may still be added at tail; 0 if the ring state is inconsistent
- * (which cannot happen through this module, but a caller may have touched
- * the fields directly). */
-static uint64_t room(uint32_t size, uint64_t tail, uint64_t head)
-{
-	uint64_t used = tail - head;
-
-	return used > size ? 0 : size - used;
-}
-
-/* Split len bytes starting at position pos into at most two spans. */
-static void split(uint32_t size, uint64_t pos, uint32_t len, struct ring_span out[2])
-{
-	uint32_t off = (uint32_t)(pos & (size - 1));
-	uint32_t first = size - off;
-
-	if (first > len)
-		first = len;
-	out[0].off = off;
-	out[0].len = first;
-	out[1].off = 0;
-	out[1].len = len - first;
-}
-
-/* Returns 0, or -EINVAL when r or buf is NULL or size is not a power of two in
- * RING_MIN_SIZE..RING_MAX_SIZE (nothing is changed then). */
 uint32_t ring_size_for(uint64_t requested, uint32_t dflt)
 {
 	uint32_t s = RING_SIZE_FLOOR;
@@ -62,6 +36,8 @@ uint32_t ring_size_for(uint64_t requested, uint32_t dflt)
 	return s;
 }
 
+/* Returns 0, or -EINVAL when r or buf is NULL or size is not a power of two in
+ * RING_MIN_SIZE..RING_MAX_SIZE (nothing is changed then). */
 int ring_init(struct ring *r, void *buf, uint32_t size)
 {
 	if (!r || !buf || !ring_size_ok(size))
@@ -77,7 +53,7 @@ int ring_init(struct ring *r, void *buf, uint32_t size)
  * space (nothing is changed then). len 0 is accepted and changes nothing. */
 int ring_produce(struct ring *r, uint32_t len)
 {
-	if (len > room(r->size, r->tail, r->head))
+	if (len > ring_room(r->size, r->tail, r->head))
 		return -EPROTO;
 	r->tail += len;
 	return 0;
@@ -113,13 +89,13 @@ size_t ring_peek(const struct ring *r, void *dst, size_t len)
 	uint64_t used = r->tail - r->head;
 	struct ring_span s[2];
 
-	if (used > r->size) /* inconsistent: see room() */
+	if (used > r->size) /* inconsistent: see ring_room() */
 		used = 0;
 	if ((uint64_t)len > used)
 		len = (size_t)used;
 	if (!len)
 		return 0;
-	split(r->size, r->head, (uint32_t)len, s);
+	ring_split(r->size, r->head, (uint32_t)len, s);
 	ring_copy(dst, r->buf + s[0].off, s[0].len);
 	if (s[1].len)
 		ring_copy((uint8_t *)dst + s[0].len, r->buf, s[1].len);
@@ -167,9 +143,9 @@ uint64_t ring_unread_iov(const struct ring *r, struct iovec v[2])
 	struct ring_span s[2];
 
 	v[0] = v[1] = (struct iovec){NULL, 0};
-	if (!used || used > r->size) /* empty, or inconsistent: see room() */
+	if (!used || used > r->size) /* empty, or inconsistent: see ring_room() */
 		return 0;
-	split(r->size, r->head, (uint32_t)used, s);
+	ring_split(r->size, r->head, (uint32_t)used, s);
 	v[0] = (struct iovec){r->buf + s[0].off, s[0].len};
 	if (s[1].len)
 		v[1] = (struct iovec){r->buf, s[1].len};
@@ -195,9 +171,9 @@ int ring_write(struct ring *r, const void *src, uint32_t len, struct ring_span o
 {
 	struct ring_span s[2];
 
-	if (len > room(r->size, r->tail, r->head))
+	if (len > ring_room(r->size, r->tail, r->head))
 		return -ENOSPC;
-	split(r->size, r->tail, len, s);
+	ring_split(r->size, r->tail, len, s);
 	if (s[0].len)
 		ring_copy(r->buf + s[0].off, src, s[0].len);
 	if (s[1].len)
@@ -219,24 +195,6 @@ int ring_remote_init(struct ring_remote *rr, uint32_t size)
 	rr->size = size;
 	rr->tail = 0;
 	rr->acked = 0;
-	return 0;
-}
-
-/* Returns 0 (out[0..1] = the spans of the peer's buffer to write, out[1].len
- * = 0 without wrap; tail advanced by len), or -ENOSPC when len exceeds
- * ring_remote_space() (nothing is changed then). out may be NULL. */
-int ring_remote_reserve(struct ring_remote *rr, uint32_t len, struct ring_span out[2])
-{
-	struct ring_span s[2];
-
-	if (len > room(rr->size, rr->tail, rr->acked))
-		return -ENOSPC;
-	split(rr->size, rr->tail, len, s);
-	rr->tail += len;
-	if (out) {
-		out[0] = s[0];
-		out[1] = s[1];
-	}
 	return 0;
 }
 

@@ -16,6 +16,7 @@
 #ifndef RSOCK_RING_H
 #define RSOCK_RING_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -41,6 +42,30 @@ struct ring_span {
 	uint32_t off;
 	uint32_t len;
 };
+
+/* Bytes that may still be added at tail; 0 if the ring state is inconsistent
+ * (which cannot happen through this module, but a caller may have touched
+ * the fields directly). */
+static inline uint64_t ring_room(uint32_t size, uint64_t tail, uint64_t head)
+{
+	uint64_t used = tail - head;
+
+	return used > size ? 0 : size - used;
+}
+
+/* Split len bytes starting at position pos into at most two spans. */
+static inline void ring_split(uint32_t size, uint64_t pos, uint32_t len, struct ring_span out[2])
+{
+	uint32_t off = (uint32_t)(pos & (size - 1));
+	uint32_t first = size - off;
+
+	if (first > len)
+		first = len;
+	out[0].off = off;
+	out[0].len = first;
+	out[1].off = 0;
+	out[1].len = len - first;
+}
 
 /* 0, or -EINVAL (size not a power of two in range, buf NULL). */
 int ring_init(struct ring *r, void *buf, uint32_t size);
@@ -88,9 +113,24 @@ static inline uint64_t ring_remote_space(const struct ring_remote *rr)
 {
 	return rr->size - (rr->tail - rr->acked);
 }
-/* Reserve len bytes (len <= space, else -ENOSPC) at tail: fills the one or two
- * spans of the peer's buffer to write, then advances tail. */
-int ring_remote_reserve(struct ring_remote *rr, uint32_t len, struct ring_span out[2]);
+/* Reserve len bytes (len <= space, else -ENOSPC, nothing changed) at tail:
+ * fills out[0..1] with the one or two spans of the peer's buffer to write
+ * (out[1].len = 0 without wrap; out may be NULL), then advances tail. Inline:
+ * every data message on the send path takes one. */
+static inline int ring_remote_reserve(struct ring_remote *rr, uint32_t len, struct ring_span out[2])
+{
+	struct ring_span s[2];
+
+	if (len > ring_room(rr->size, rr->tail, rr->acked))
+		return -ENOSPC;
+	ring_split(rr->size, rr->tail, len, s);
+	rr->tail += len;
+	if (out) {
+		out[0] = s[0];
+		out[1] = s[1];
+	}
+	return 0;
+}
 /* The peer reports `consumed` more bytes consumed. 0, or -EPROTO when that
  * would ack more than was written. */
 int ring_remote_ack(struct ring_remote *rr, uint64_t consumed);

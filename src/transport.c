@@ -1629,6 +1629,15 @@ static void zc_end(struct tp *t, struct zc_span *zc)
 	zc->mr = NULL;
 }
 
+/* A data message ending at the peer's tail is posted: its end is recorded
+ * until the peer's credit covers it (the message allowance, section 9).
+ * Caller holds the lock. */
+static inline void data_msg_posted(struct tp *t)
+{
+	t->msg_end[(t->msg_head + t->msg_count) % RSOCK_ARRAY_SIZE(t->msg_end)] = t->peer.tail;
+	t->msg_count++;
+}
+
 /* The common small send: one buffer that fits in a work request (inline),
  * room for all of it now, nothing wrong with the stream. What tp_send's loop
  * does for it, without the loop (a 64 B write() is on the round trip's path
@@ -1639,7 +1648,7 @@ static int send_small(struct tp *t, const void *buf, uint32_t n)
 {
 	uint8_t tmp[256];
 	struct ibv_sge sge = {.addr = (uintptr_t)tmp, .length = n, .lkey = 0};
-	uint64_t off;
+	struct ring_span rs[2];
 
 	if (n > sizeof(tmp))
 		return 0;
@@ -1652,15 +1661,14 @@ static int send_small(struct tp *t, const void *buf, uint32_t n)
 	    send_room(t, n, 0) != n)
 		return 0;
 	memcpy(tmp, buf, n);
-	off = t->peer.tail & (t->peer.size - 1);
-	t->peer.tail += n; /* == ring_remote_reserve: send_room saw the room, contiguous */
-	if (RSOCK_UNLIKELY(post_write(t, &sge, (uint32_t)off, proto_imm_encode(PROTO_IMM_DATA, n),
+	if (RSOCK_UNLIKELY(ring_remote_reserve(&t->peer, n, rs))) /* send_room saw the room */
+		return 0;
+	if (RSOCK_UNLIKELY(post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n),
 				      PW_INLINE))) {
 		t->peer.tail -= n; /* the loop posts again, and handles the error */
 		return 0;
 	}
-	t->msg_end[(t->msg_head + t->msg_count) % RSOCK_ARRAY_SIZE(t->msg_end)] = t->peer.tail;
-	t->msg_count++;
+	data_msg_posted(t);
 	return 1;
 }
 
@@ -1693,7 +1701,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	}
 	while (done < want) {
 		uint32_t n;
-		struct ring_span rs[2];
+		struct ring_span rs[2] = {{0, 0}, {0, 0}}; /* filled by a reservation send_room allowed */
 
 		progress(t);
 		/* The peer closed its side: once its control connection is gone
@@ -1798,8 +1806,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			t->err = (int)r;
 			break;
 		}
-		t->msg_end[(t->msg_head + t->msg_count) % RSOCK_ARRAY_SIZE(t->msg_end)] = t->peer.tail;
-		t->msg_count++;
+		data_msg_posted(t);
 		done += n;
 	}
 	zc_end(t, &zc);
@@ -1884,26 +1891,6 @@ static void lowat_wait_prep(struct tp *t)
 		spill(t);
 }
 
-/* The common read: one buffer, no flag that changes what is taken, and at
- * least the target (SO_RCVLOWAT) in the ring already, none in the spill.
- * What tp_recv's loop does for it, without the loop. Returns the bytes read,
- * 0 when the loop must do it (nothing done then). Caller holds the lock. */
-static size_t recv_small(struct tp *t, void *buf, size_t want, size_t target)
-{
-	uint64_t u;
-	size_t n;
-
-	progress(t);
-	if (RSOCK_UNLIKELY(tp_switched(t)) || ring_used(&t->spill) || (u = ring_used(&t->rx)) < target ||
-	    !u)
-		return 0;
-	n = ring_peek(&t->rx, buf, want);
-	ring_consume(&t->rx, n);
-	t->rx_unacked += n;
-	maybe_credit(t);
-	return n;
-}
-
 ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
 	size_t want = iov_total(iov, iovcnt), done = 0, target;
@@ -1931,11 +1918,6 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	if (target > want)
 		target = want;
 	pthread_mutex_lock(&t->lock);
-	if (iovcnt == 1 && !(flags & (MSG_PEEK | MSG_TRUNC)) &&
-	    (done = recv_small(t, iov->iov_base, want, target))) {
-		pthread_mutex_unlock(&t->lock);
-		return (ssize_t)done;
-	}
 	for (;;) {
 		progress(t);
 		if (tp_switched(t)) {
