@@ -241,8 +241,9 @@ struct tp {
 	_Atomic int ctl_dirty;       /* the control connection was seen readable */
 	int64_t ctl_last_ms;         /* when an empty read last looked at it */
 	struct tp_adapt wait;        /* recent waits for an event (tp_spin_budget_ns) */
-	unsigned sink_waits;         /* read waits in a row, each after reading at least
-	                                TP_SINK_BYTES, since the application last sent */
+	unsigned sink_waits;         /* read waits after reading at least TP_SINK_BYTES less
+	                                those after reading less, since the application
+	                                last sent (0..TP_SINK_MAX) */
 	uint64_t sink_mark;          /* rx.head at the last read wait */
 	_Atomic int rcvlowat;        /* the socket's SO_RCVLOWAT, as the kernel keeps it (>= 1) */
 	_Atomic int64_t timeo_ns[2]; /* its SO_RCVTIMEO and SO_SNDTIMEO (0: none) */
