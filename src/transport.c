@@ -700,7 +700,10 @@ static int progress(struct tp *t)
 
 	if (!t->cq)
 		return 0;
-	while ((n = ibv_poll_cq(t->cq, (int)RSOCK_ARRAY_SIZE(wc), wc)) > 0) {
+	/* A short batch drained the queue: no second call to learn that (a
+	 * completion arriving meanwhile is the next progress()'s). */
+	for (int more = 1; more && (n = ibv_poll_cq(t->cq, (int)RSOCK_ARRAY_SIZE(wc), wc)) > 0;) {
+		more = n == (int)RSOCK_ARRAY_SIZE(wc);
 		total += n;
 		atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		for (int i = 0; i < n; i++) {
