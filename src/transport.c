@@ -1123,8 +1123,17 @@ static uint32_t send_room(struct tp *t, size_t want, int zc)
 		return 0;
 	if (room > contig)
 		room = contig;
-	if (room > TP_MAX_CHUNK)
-		room = TP_MAX_CHUNK;
+	if (!zc) {
+		if (room > TP_MAX_CHUNK)
+			room = TP_MAX_CHUNK;
+	} else {
+		/* Nothing staged to pipeline: larger messages, fewer work
+		 * requests, doorbells and the receiver's wake-ups; half the
+		 * ring at most, so that one is read while the next arrives. */
+		uint32_t cap = t->peer.size / 2 < TP_MAX_ZC_CHUNK ? t->peer.size / 2 : TP_MAX_ZC_CHUNK;
+		if (room > cap)
+			room = cap;
+	}
 	if (room > want)
 		room = want;
 	if (room > t->max_inline && !zc) {
