@@ -35,7 +35,7 @@
 /* Receives are posted again in chains of this many (doc/design.md section 9). */
 #define TP_RQ_BATCH 16
 _Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "receive queue headroom");
-#define TP_MAX_CHUNK (32u * 1024) /* the largest data message (doc/design.md section 9) */
+#define TP_MAX_CHUNK (32u * 1024) /* the largest copied data message (doc/design.md section 9) */
 /* The largest data message written from a registered application buffer
  * (a span without the copy), at most half the peer's ring (section 9). */
 #define TP_MAX_ZC_CHUNK (128u * 1024)
