@@ -33,20 +33,6 @@
 #define TP_LINGER_MS 2000  /* the most close() waits for what it posted */
 #define TP_SPILL_MAX (8u << 20) /* the most a stream keeps read beyond its ring */
 #define TP_SPILL_AFTER_MS 20    /* a blocked send's wait before it spills */
-/* A reader that has waited TP_SINK_WAITS times more after reading at least
- * TP_SINK_BYTES than after reading less, since it last sent, is a bulk
- * sink (the receiving end of a stream of large writes, not a request and
- * its answer): its read waits spin only RSOCK_POLL_US. The peer's bytes
- * gather in the ring while it sleeps, a wake-up is paid once per large
- * message, and where the CPUs were busy (4 streams on 2) the spin took the
- * CPU the senders needed. Small messages keep the spin: there a wake-up for
- * every few of them cost more than it saved. A wait that read nothing since
- * the last one (it was woken by one of its own credits' completions) counts
- * neither way, and the count goes up to TP_SINK_MAX, so an odd short
- * message does not make a sink spin again (doc/design.md section 9). */
-#define TP_SINK_WAITS 4
-#define TP_SINK_MAX 8
-#define TP_SINK_BYTES (16u * 1024)
 
 struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500, .ring_cache = 8,
 				  .zcopy_kb = 256};
@@ -1996,14 +1982,9 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		}
 		if (unread(t))
 			lowat_wait_prep(t);
-		if (t->rx.head == t->sink_mark)
-			; /* a wake-up that brought nothing says nothing */
-		else if (t->rx.head - t->sink_mark < TP_SINK_BYTES)
-			t->sink_waits -= !!t->sink_waits;
-		else if (t->sink_waits < TP_SINK_MAX)
-			t->sink_waits++;
+		int sink = tp_sink_note(&t->sink_waits, t->rx.head - t->sink_mark);
 		t->sink_mark = t->rx.head;
-		if (wait_event(t, deadline, t->sink_waits >= TP_SINK_WAITS) == -EINTR &&
+		if (wait_event(t, deadline, sink) == -EINTR &&
 		    intr_fails(deadline)) {
 			if (unread(t)) { /* a peek short of SO_RCVLOWAT */
 				nonblock = 1;

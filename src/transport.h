@@ -161,6 +161,34 @@ static inline void tp_wait_note(struct tp_adapt *a, int64_t waited_ns, enum tp_w
 	atomic_store_explicit(&a->avg_ns, avg, memory_order_relaxed);
 }
 
+/* A reader that has waited TP_SINK_WAITS times more after reading at least
+ * TP_SINK_BYTES than after reading less, since it last sent, is a bulk
+ * sink (the receiving end of a stream of large writes, not a request and
+ * its answer): its read waits spin only RSOCK_POLL_US. The peer's bytes
+ * gather in the ring while it sleeps, a wake-up is paid once per large
+ * message, and where the CPUs were busy (4 streams on 2) the spin took the
+ * CPU the senders needed. Small messages keep the spin: there a wake-up for
+ * every few of them cost more than it saved. A wait that read nothing since
+ * the last one (it was woken by one of its own credits' completions) counts
+ * neither way, and the count goes up to TP_SINK_MAX, so an odd short
+ * message does not make a sink spin again (doc/design.md section 9). */
+#define TP_SINK_WAITS 4
+#define TP_SINK_MAX 8
+#define TP_SINK_BYTES (16u * 1024)
+/* A blocking read about to wait notes the bytes it read since its last
+ * wait in its count (0..TP_SINK_MAX; a send sets it to 0). Returns whether
+ * the reader is a bulk sink. */
+static inline int tp_sink_note(unsigned *waits, uint64_t read_since)
+{
+	if (!read_since)
+		; /* a wake-up that brought nothing says nothing */
+	else if (read_since < TP_SINK_BYTES)
+		*waits -= !!*waits;
+	else if (*waits < TP_SINK_MAX)
+		(*waits)++;
+	return *waits >= TP_SINK_WAITS;
+}
+
 struct ho_pre;
 struct ho_rec;
 
@@ -244,9 +272,9 @@ struct tp {
 	_Atomic int ctl_dirty;       /* the control connection was seen readable */
 	int64_t ctl_last_ms;         /* when an empty read last looked at it */
 	struct tp_adapt wait;        /* recent waits for an event (tp_spin_budget_ns) */
-	unsigned sink_waits;         /* read waits after reading at least TP_SINK_BYTES less
-	                                those after reading less, since the application
-	                                last sent (0..TP_SINK_MAX) */
+	unsigned sink_waits;         /* tp_sink_note's count: read waits after reading at
+	                                least TP_SINK_BYTES less those after reading less,
+	                                since the application last sent */
 	uint64_t sink_mark;          /* rx.head at the last read wait */
 	_Atomic int rcvlowat;        /* the socket's SO_RCVLOWAT, as the kernel keeps it (>= 1) */
 	_Atomic int64_t timeo_ns[2]; /* its SO_RCVTIMEO and SO_SNDTIMEO (0: none) */

@@ -203,6 +203,38 @@ static void test_off(void **state)
 		assert_int_equal(tp_spin_budget_ns(&a), 20 * US);
 }
 
+/* The bulk-sink rule (tp_sink_note): large reads make a sink after
+ * TP_SINK_WAITS waits; wake-ups that read nothing change nothing (before
+ * session 25 they reset the count, and the 4 x 1 MiB server spun again);
+ * an odd short read does not end a sink; a stream of small reads never is
+ * one. */
+static void test_sink_rule(void **state)
+{
+	unsigned w = 0;
+
+	(void)state;
+	for (int i = 1; i < TP_SINK_WAITS; i++)
+		assert_false(tp_sink_note(&w, TP_SINK_BYTES));
+	assert_true(tp_sink_note(&w, 128 * 1024));
+	assert_true(tp_sink_note(&w, 0)); /* woken by its own credit's completion */
+	assert_true(tp_sink_note(&w, 0));
+	for (int i = 0; i < 8; i++)
+		tp_sink_note(&w, 32 * 1024);
+	assert_int_equal(w, TP_SINK_MAX);
+	assert_true(tp_sink_note(&w, 100)); /* an odd short message */
+	assert_true(tp_sink_note(&w, 32 * 1024));
+	for (int i = 0; i < TP_SINK_MAX; i++)
+		tp_sink_note(&w, 1024); /* small messages from now on */
+	assert_int_equal(w, 0);
+	assert_false(tp_sink_note(&w, 1024));
+	assert_false(tp_sink_note(&w, 0));
+	/* large and short reads alternating: not a sink */
+	for (int i = 0; i < 20; i++) {
+		assert_false(tp_sink_note(&w, 64 * 1024));
+		assert_false(tp_sink_note(&w, 512));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -213,6 +245,7 @@ int main(void)
 		cmocka_unit_test(test_long_waits_mostly_sleep),
 		cmocka_unit_test(test_quiet_never_probes),
 		cmocka_unit_test(test_off),
+		cmocka_unit_test(test_sink_rule),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
