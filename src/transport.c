@@ -1703,7 +1703,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	}
 	while (done < want) {
 		uint32_t n;
-		struct ring_span rs[2] = {{0, 0}, {0, 0}}; /* filled by a reservation send_room allowed */
+		struct ring_span rs[2] = {{0, 0}, {0, 0}}; /* the reservation below fills it */
 
 		progress(t);
 		/* The peer closed its side: once its control connection is gone
@@ -1765,10 +1765,10 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			}
 			continue;
 		}
+		ring_remote_reserve(&t->peer, n, rs); /* send_room allowed n, contiguous */
 		if (from_zc) {
 			struct ibv_sge sge = {.addr = (uintptr_t)zc.base + (done - zc.off), .length = n,
 					      .lkey = zc.mr->lkey};
-			ring_remote_reserve(&t->peer, n, rs);
 			r = post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n),
 				       done + n == zc.end ? PW_SIGNAL : 0);
 			if (r == 0) {
@@ -1780,14 +1780,12 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			uint8_t buf[256];
 			struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = n, .lkey = 0};
 			iov_gather(iov, iovcnt, done, buf, n);
-			ring_remote_reserve(&t->peer, n, rs);
 			r = post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), PW_INLINE);
 		} else {
 			uint8_t *dst = t->tx.buf + (t->tx.tail & (t->tx.size - 1));
 			struct ibv_sge sge = {.addr = (uintptr_t)dst, .length = n, .lkey = t->tx_mr->lkey};
 			iov_gather(iov, iovcnt, done, dst, n);
 			t->tx.tail += n; /* == ring_write without the copy: contiguous by send_room */
-			ring_remote_reserve(&t->peer, n, rs);
 			r = post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), 0);
 		}
 		if (r == -EACCES) {
