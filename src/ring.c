@@ -14,9 +14,6 @@
 #endif
 #include <errno.h>
 #include <string.h>
-#if defined(__x86_64__) && defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include "ring.h"
 
@@ -61,23 +58,13 @@ int ring_produce(struct ring *r, uint32_t len)
 
 void ring_copy(void *dst, const void *src, size_t n)
 {
-#if defined(__x86_64__) && defined(__SSE2__)
+#if defined(__x86_64__)
 	if (n >= RING_COPY_MIN) {
-		__m128i *d = dst;
-		const __m128i *s = src;
-		size_t blocks = n / 64;
+		size_t words = n / 8;
 
-		for (size_t i = 0; i < blocks; i++, d += 4, s += 4) {
-			__m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
-			__m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
-			_mm_storeu_si128(d, a);
-			_mm_storeu_si128(d + 1, b);
-			_mm_storeu_si128(d + 2, c);
-			_mm_storeu_si128(d + 3, e);
-		}
-		dst = d;
-		src = s;
-		n -= blocks * 64;
+		/* The ABI keeps the direction flag clear. */
+		__asm__ volatile("rep movsq" : "+D"(dst), "+S"(src), "+c"(words) : : "memory");
+		n %= 8;
 	}
 #endif
 	memcpy(dst, src, n);

@@ -85,10 +85,10 @@ static inline uint64_t ring_free(const struct ring *r) { return r->size - (r->ta
 int ring_produce(struct ring *r, uint32_t len);
 
 /* Copy n bytes between non-overlapping buffers: every copy into or out of a
- * ring goes through it. memcpy below RING_COPY_MIN; above it, on x86-64, a
- * loop of 16-byte SSE2 moves instead of glibc's `rep movsb` path, which an
- * emulated CPU (QEMU's TCG) runs a byte at a time, ten times slower
- * (doc/design.md section 9). */
+ * ring goes through it. memcpy below RING_COPY_MIN; above it, on x86-64,
+ * `rep movsq` (eight bytes a step) instead of glibc's `rep movsb` path,
+ * which an emulated CPU (QEMU's TCG) runs a byte at a time, seven times
+ * slower; on a real CPU the two are alike (doc/design.md section 9). */
 #define RING_COPY_MIN 2048u
 void ring_copy(void *dst, const void *src, size_t n);
 

@@ -321,7 +321,7 @@ static void test_peek_iov(void **state)
 /* A long random run against a simple model. */
 /* Ring sizes from SO_RCVBUF/SO_SNDBUF: the default when never set, else a
  * power of two covering the request, within the floor and the ceiling. */
-/* ring_copy: every length around RING_COPY_MIN and its 64-byte blocks, at
+/* ring_copy: every length around RING_COPY_MIN and its 8-byte words, at
  * every alignment of source and destination, copies exactly n bytes. */
 static void test_copy(void **state)
 {
