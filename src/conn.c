@@ -158,7 +158,6 @@ void conn_account_tx(struct conn *c, long long r)
 {
 	if (r <= 0)
 		return;
-	atomic_fetch_add_explicit(&c->tx_bytes, (uint64_t)r, memory_order_relaxed);
 	stats_add_bytes(atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA,
 			1, (uint64_t)r);
 }
@@ -167,7 +166,6 @@ void conn_account_rx(struct conn *c, long long r)
 {
 	if (r <= 0)
 		return;
-	atomic_fetch_add_explicit(&c->rx_bytes, (uint64_t)r, memory_order_relaxed);
 	stats_add_bytes(atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA,
 			0, (uint64_t)r);
 }

@@ -47,7 +47,6 @@ struct conn {
 	_Atomic int role;       /* enum conn_role */
 	_Atomic int path;       /* enum conn_path */
 	_Atomic int rules;      /* enum rules_transport decided at connect/listen */
-	_Atomic uint64_t tx_bytes, rx_bytes;
 
 	struct ep *ep;          /* not a stream but an epoll instance (epoll.c); immutable */
 	struct ep_item *ep_items; /* this stream's epoll registrations (epoll.c's global lock) */
@@ -110,7 +109,7 @@ static inline void conn_settle_maybe(struct conn *c, int fd)
 		conn_settle(c, fd, 1);
 }
 
-/* Account bytes carried for this stream (r > 0 only). */
+/* Count bytes carried by this stream (r > 0 only) in the process's counters (stats.c). */
 void conn_account_tx(struct conn *c, long long r);
 void conn_account_rx(struct conn *c, long long r);
 
