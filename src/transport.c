@@ -854,7 +854,9 @@ static int intr_fails(int64_t deadline)
 
 /* deadline: CLOCK_MONOTONIC nanoseconds after which the caller gives up (0:
  * none); the wait returns by then. Returns -EINTR when a signal handler
- * interrupted the sleep, else 0. */
+ * interrupted the sleep, 1 when the wait took completions off the queue
+ * itself (its spin, or its look after arming: the caller need not poll
+ * again before it looks at the stream), else 0. */
 static int wait_event(struct tp *t, int64_t deadline, int sink)
 {
 	struct pollfd p[3];
@@ -893,7 +895,7 @@ static int wait_event(struct tp *t, int64_t deadline, int sink)
 		for (unsigned i = 1;; i++) {
 			if (progress(t)) {
 				tp_wait_note(&t->wait, spun, TP_WAIT_SPUN);
-				return 0;
+				return 1;
 			}
 			if (!(i & 15)) {
 				if ((spun = mono_ns() - start) >= budget)
@@ -915,7 +917,7 @@ static int wait_event(struct tp *t, int64_t deadline, int sink)
 	if (progress(t)) {
 		atomic_fetch_sub(&t->sleepers, 1);
 		tp_wait_note(&t->wait, mono_ns() - start, TP_WAIT_SPUN);
-		return 0;
+		return 1;
 	}
 	p[0].fd = t->cc->fd;
 	p[0].events = POLLIN;
@@ -1896,7 +1898,7 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	size_t want = iov_total(iov, iovcnt), done = 0, target;
 	ssize_t r = 0;
 	int64_t deadline = 0;
-	int deadline_set = 0;
+	int deadline_set = 0, polled = 0;
 
 	if (!want)
 		return 0;
@@ -1919,7 +1921,12 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		target = want;
 	pthread_mutex_lock(&t->lock);
 	for (;;) {
-		progress(t);
+		/* Not again right after a wait that took the completions: the
+		 * event that ended a spin is read at once (a poll of the queue
+		 * is about a hundred instructions of the provider's). */
+		if (!polled)
+			progress(t);
+		polled = 0;
 		if (tp_switched(t)) {
 			/* Moved to TCP meanwhile: the rest comes from there. */
 			pthread_mutex_unlock(&t->lock);
@@ -1982,8 +1989,9 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			lowat_wait_prep(t);
 		int sink = tp_sink_note(&t->sink_waits, t->rx.head - t->sink_mark);
 		t->sink_mark = t->rx.head;
-		if (wait_event(t, deadline, sink) == -EINTR &&
-		    intr_fails(deadline)) {
+		int w = wait_event(t, deadline, sink);
+		polled = w == 1;
+		if (w == -EINTR && intr_fails(deadline)) {
 			if (unread(t)) { /* a peek short of SO_RCVLOWAT */
 				nonblock = 1;
 				continue;
