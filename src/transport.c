@@ -368,7 +368,7 @@ int tp_create_cq(struct tp *t)
  * inline size the device takes. Under t->lock. 0 or -errno. */
 static int qp_new(struct tp *t, struct rdma_cm_id *id)
 {
-	static const uint32_t inline_try[] = {256, 128, 64, 0};
+	static const uint32_t inline_try[] = {TP_INLINE_MAX, 128, 64, 0};
 	struct ibv_qp_init_attr attr;
 	struct ibv_qp *qp = NULL;
 	int rc = -ENOMEM;
@@ -392,7 +392,7 @@ static int qp_new(struct tp *t, struct rdma_cm_id *id)
 		return rc;
 	t->qp = id ? id->qp : qp;
 	t->own_qp = !id;
-	t->max_inline = attr.cap.max_inline_data;
+	t->max_inline = tp_inline_limit(attr.cap.max_inline_data);
 	return 0;
 }
 
@@ -1779,7 +1779,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 					zc.seq = t->sq_seq;
 			}
 		} else if (n <= t->max_inline) {
-			uint8_t buf[256];
+			uint8_t buf[TP_INLINE_MAX];
 			struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = n, .lkey = 0};
 			iov_gather(iov, iovcnt, done, buf, n);
 			r = post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), PW_INLINE);

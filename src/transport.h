@@ -36,6 +36,17 @@
 #define TP_RQ_BATCH 16
 _Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "receive queue headroom");
 #define TP_MAX_CHUNK (32u * 1024) /* the largest copied data message (doc/design.md section 9) */
+/* The largest inline data message (the QP asks for this much, and the
+ * send path gathers one in a stack buffer of this size). */
+#define TP_INLINE_MAX 256u
+/* The inline limit a stream uses, from what the provider reported when it
+ * made the QP: that can be more than asked (mlx5 reports what its work
+ * request's 64-byte blocks hold, some tens of bytes more than the 256
+ * asked), and TP_INLINE_MAX is what the stack buffer holds. */
+static inline uint32_t tp_inline_limit(uint32_t reported)
+{
+	return reported < TP_INLINE_MAX ? reported : TP_INLINE_MAX;
+}
 /* The largest data message written from a registered application buffer
  * (a span without the copy), at most half the peer's ring (section 9). */
 #define TP_MAX_ZC_CHUNK (128u * 1024)
