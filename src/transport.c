@@ -1650,21 +1650,22 @@ static inline void data_msg_posted(struct tp *t)
  * then). Caller holds the lock. */
 static int send_small(struct tp *t, const void *buf, uint32_t n)
 {
-	uint8_t tmp[256];
-	struct ibv_sge sge = {.addr = (uintptr_t)tmp, .length = n, .lkey = 0};
+	/* Inline: the provider copies the bytes into the work request
+	 * while it posts, so they go from the caller's buffer. */
+	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = n, .lkey = 0};
 	struct ring_span rs[2];
+	uint32_t room = send_room(t, n, 0);
 
-	if (n > sizeof(tmp))
-		return 0;
 	/* Completions are looked at only when the room seems short: what
 	 * they could say otherwise (the peer's end, an error) is news that
 	 * reaches a TCP sender after its write just as well. */
-	if (send_room(t, n, 0) != n)
+	if (room != n) {
 		progress(t);
+		room = send_room(t, n, 0);
+	}
 	if (RSOCK_UNLIKELY(t->eof || t->err || t->peer_gone || t->fin_sent || tp_switched(t)) ||
-	    send_room(t, n, 0) != n)
+	    room != n)
 		return 0;
-	memcpy(tmp, buf, n);
 	if (RSOCK_UNLIKELY(ring_remote_reserve(&t->peer, n, rs))) /* send_room saw the room */
 		return 0;
 	if (RSOCK_UNLIKELY(post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n),
