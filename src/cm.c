@@ -26,6 +26,9 @@
 #include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
 #include <rdma/rdma_cma.h>
 #include <sys/ioctl.h>
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
 
 #include "cm.h"
 #include "fdtab.h"
@@ -757,14 +760,59 @@ int cm_service_start(void)
 	return rc;
 }
 
+int cm_iwarp_device(const char *class_dir, char *name, size_t len)
+{
+	DIR *d = opendir(class_dir);
+	struct dirent *e;
+	int found = 0;
+
+	if (!d)
+		return 0;
+	while (!found && (e = readdir(d))) {
+		char path[PATH_MAX], buf[32];
+		ssize_t n;
+		int fd;
+
+		if (e->d_name[0] == '.' ||
+		    snprintf(path, sizeof(path), "%s/%s/node_type", class_dir, e->d_name) >=
+			    (int)sizeof(path) ||
+		    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		if (strtol(buf, NULL, 10) == IBV_NODE_RNIC) {
+			snprintf(name, len, "%s", e->d_name);
+			found = 1;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
 void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 {
 	struct beacon *b;
 	struct sockaddr_storage ss;
+	char iwarp[64];
 	int rc;
 
 	if (sa_is_loopback(addr) || len > sizeof(ss))
 		return;
+	/* An rdma_cm listen on the wildcard address listens on every device,
+	 * and an iWARP device's listen takes TCP's port itself (in hardware,
+	 * or in the kernel for a software one): the application's own
+	 * listener could lose its connections to it. */
+	if (cm_iwarp_device("/sys/class/infiniband", iwarp, sizeof(iwarp))) {
+		static atomic_flag told = ATOMIC_FLAG_INIT;
+		if (!atomic_flag_test_and_set(&told))
+			log_info("listen: this host has an iWARP RDMA device (%s), which carries its "
+				 "connections on TCP ports: listeners get no beacon and their streams "
+				 "stay on TCP", iwarp);
+		return;
+	}
 	memset(&ss, 0, sizeof(ss));
 	memcpy(&ss, addr, len);
 	/* A listener on ::ffff:a.b.c.d (Java binds so) hears IPv4 clients,
@@ -1245,6 +1293,14 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 	sa_set_port((struct sockaddr *)&c->local, 0);
 	if (rdma_bind_addr(c->id, (struct sockaddr *)&c->local) || !c->id->verbs)
 		goto plain;
+	/* The probe is an rdma_cm connect, which on an iWARP device is a TCP
+	 * connection to the peer's port: a plain listener there would accept
+	 * it. Only InfiniBand and RoCE devices (their own CM) take part. */
+	if (c->id->verbs->device->transport_type != IBV_TRANSPORT_IB) {
+		log_debug("connect: the route's device %s is not InfiniBand or RoCE: TCP",
+			  ibv_get_device_name(c->id->verbs->device));
+		goto plain;
+	}
 	if (!dev_usable(c->id->verbs)) {
 		log_debug("connect: the RDMA device was opened by a parent process: TCP");
 		*why = RSOCK_FB_NOT_IMPLEMENTED;

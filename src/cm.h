@@ -67,6 +67,14 @@ void cm_client_abandon(struct cm_client *state);
  * -EAGAIN when not enough bytes are there yet to tell. */
 int cm_drop_stale_ack(int fd);
 
+/* The first RDMA device under class_dir (sysfs: /sys/class/infiniband)
+ * that is an iWARP RNIC (its node_type "4: RNIC"): 1 and its name in name
+ * (len bytes), else 0. Such a device carries its connections on TCP
+ * itself: an rdma_cm listen on it takes the TCP port of the same number,
+ * and a connect to it opens a TCP connection to the peer's port, which a
+ * plain TCP listener there would accept (doc/design.md section 8). */
+int cm_iwarp_device(const char *class_dir, char *name, size_t len);
+
 /* Server: listen() succeeded on a socket bound to addr: start its beacon.
  * owner identifies the listening socket (its conn). */
 void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len);
