@@ -1674,6 +1674,7 @@ static int send_small(struct tp *t, const void *buf, uint32_t n)
 		return 0;
 	}
 	data_msg_posted(t);
+	log_trace("fd %d: data message of %u bytes, inline", t->tcp_fd, n);
 	return 1;
 }
 
@@ -1810,6 +1811,9 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			break;
 		}
 		data_msg_posted(t);
+		/* (The tests read message sizes from these lines.) */
+		log_trace("fd %d: data message of %u bytes%s", t->tcp_fd, n,
+			  from_zc ? ", sent without the copy" : n <= t->max_inline ? ", inline" : "");
 		done += n;
 	}
 	zc_end(t, &zc);

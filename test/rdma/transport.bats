@@ -628,6 +628,57 @@ PY
 	[ "$events" -ge 100 ]
 }
 
+@test "message sizes: large blocking sends go in 128 KiB messages without the copy, copied ones in 32 KiB messages, small ones inline" {
+	require_cmd python3
+	# The sender's trace lines name every data message it posts (design.md
+	# section 9): 1 MiB sendall()s (test/rdma/sink.py) are sent from the
+	# application's buffer in messages of up to TP_MAX_ZC_CHUNK (128 KiB,
+	# half the peer's 256 KiB ring at most), the call's last 32 KiB copied;
+	# with RSOCK_ZCOPY_KB=0 every message is copied, at most TP_MAX_CHUNK
+	# (32 KiB). The bytes arrive intact either way.
+	local port zc max n
+	for zc in 256 0; do
+		port=$(free_port)
+		start_bg "sink$zc" env LD_PRELOAD="$(rsock_preload_value)" \
+			python3 "$BATS_TEST_DIRNAME/sink.py" srv "$ADDR_B" "$port"
+		wait_for_port "$port" 15 "$BG_PID"
+		bounded 60 env LD_PRELOAD="$(rsock_preload_value)" RSOCK_ZCOPY_KB="$zc" \
+			RSOCK_LOG_LEVEL=trace RSOCK_LOG_FILE="$PWD/msgs$zc.log" \
+			python3 "$BATS_TEST_DIRNAME/sink.py" cli "$ADDR_B" "$port" 8
+		wait_bg "$BG_PID" 30
+		grep -q "^got 8388608 " "sink$zc.out"
+		max=$(sed -n 's/.* data message of \([0-9]*\) bytes.*/\1/p' "msgs$zc.log" | sort -n | tail -1)
+		n=$(grep -c " data message of " "msgs$zc.log")
+		echo "# RSOCK_ZCOPY_KB=$zc: $n data messages, the largest $max bytes" >&3
+		if [ "$zc" = 256 ]; then
+			[ "$max" = 131072 ]
+			grep -q " data message of 131072 bytes, sent without the copy" "msgs$zc.log"
+			grep -q " data message of [0-9]* bytes$" "msgs$zc.log" # the copied ends
+			# 8 x (7 x 128 KiB + 96 KiB + 32 KiB copied) = 72 when the
+			# room never cuts a message short; copying all: 256 or more
+			[ "$n" -le 160 ]
+		else
+			[ "$max" = 32768 ]
+			! grep -q "without the copy" "msgs$zc.log"
+			[ "$n" -ge 256 ]
+		fi
+	done
+	# a 10-byte write is one inline message
+	port=$(free_port)
+	start_bg small env LD_PRELOAD="$(rsock_preload_value)" \
+		python3 "$BATS_TEST_DIRNAME/sink.py" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 60 env LD_PRELOAD="$(rsock_preload_value)" RSOCK_LOG_LEVEL=trace \
+		RSOCK_LOG_FILE="$PWD/small.log" python3 -c '
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.sendall(b"0123456789")
+s.close()' "$ADDR_B" "$port"
+	wait_bg "$BG_PID" 30
+	grep -q "^got 10 " small.out
+	grep -q " data message of 10 bytes, inline" small.log
+}
+
 @test "a server that accepts late gets exactly what its clients wrote and closed meanwhile, no hand-shake bytes; clients that write and close at once lose nothing" {
 	require_cmd python3
 	# test/rdma/lateaccept.py: 4 clients connect, write and close while
