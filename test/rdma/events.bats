@@ -148,7 +148,7 @@ CONF
 		{ cat wrk.txt >&2; false; }
 	cat wrk.txt
 	grep -qE '^Requests/sec' wrk.txt
-	! grep -qE 'Non-2xx|Socket errors' wrk.txt
+	! grep -qE 'Non-2xx|Socket errors' wrk.txt || false
 	stats_only_rdma wrk.log
 	rdma_crossed 1000
 	echo "# nginx + wrk over librsock: $(grep -E '^Requests/sec' wrk.txt)" >&3
@@ -193,7 +193,7 @@ CONF
 	grep -q 'Complete requests:      1000' ab.txt
 	grep -q 'Failed requests:        0' ab.txt || { cat ab.txt >&2; false; }
 	grep -q 'Failed requests:        0' ab2.txt || { cat ab2.txt >&2; false; }
-	! grep -E 'exit signal|AH00052|AH00051' error.log
+	! grep -E 'exit signal|AH00052|AH00051' error.log || false
 	stats_only_rdma ab.log
 	stats_only_rdma ab2.log
 	stats_rdma ab.log 20000000 rx

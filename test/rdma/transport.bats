@@ -58,7 +58,7 @@ subproc_pair() {
 	[ "$status" = 0 ] || { bg_output "$BG_PID"; false; }
 	wait_bg "$BG_PID" 30
 	stats_rdma cli.log 500000 rx
-	! grep -q 'unexpected bytes' cli.log srv.log
+	! grep -q 'unexpected bytes' cli.log srv.log || false
 }
 
 # nc_upload SERVER_ADDR CLIENT_ADDR BYTES: an nc client at CLIENT_ADDR sends
@@ -659,7 +659,8 @@ PY
 			[ "$n" -le 160 ]
 		else
 			[ "$max" = 32768 ]
-			! grep -q "without the copy" "msgs$zc.log"
+			# (`|| false`: a negated command alone never fails a bats test)
+			! grep -q "without the copy" "msgs$zc.log" || false
 			[ "$n" -ge 256 ]
 		fi
 	done
@@ -987,5 +988,5 @@ for i in range(int(sys.argv[4])):
 	fetch_all cli0.log 3 RSOCK_RING_CACHE=0
 	for i in 0 1 2; do same_file "www/f$i" "got$i" "fetch $i without the cache"; done
 	[ "$(grep -c 'bytes registered' cli0.log)" -ge 3 ]
-	! grep -q 'bytes reused' cli0.log
+	! grep -q 'bytes reused' cli0.log || false
 }
