@@ -42,7 +42,8 @@
 #include "ucm.h"
 
 struct cm_settings cm_settings = {
-	.ring_kb = 256, .probe_ms = 1500, .handshake_ms = 2000, .neg_cache_s = 30, .settle_ms = 100};
+	.ring_kb = 256, .probe_ms = 1500, .handshake_ms = 2000, .neg_cache_s = 30, .settle_ms = 100,
+	.nonblock_ms = 100};
 
 #define CM_CANCEL_LEN 8
 #define CM_CANCEL_TYPE 5
@@ -1424,7 +1425,8 @@ fail:
 	return RSOCK_FB_PROTOCOL;
 }
 
-int cm_client_await(struct cm_client *c, int fd, int rdma_ok, struct tp **out, int *stale_ack)
+int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb, struct tp **out,
+		    int *stale_ack)
 {
 	struct proto_hello_ack a;
 	uint8_t buf[PROTO_HELLO_ACK_LEN];
@@ -1439,9 +1441,18 @@ int cm_client_await(struct cm_client *c, int fd, int rdma_ok, struct tp **out, i
 
 	*out = NULL;
 	*stale_ack = 0;
-	r = ctl_peek(fd, buf, PROTO_HELLO_ACK_LEN, deadline);
+	/* Only the answer's wait is shortened for a non-blocking socket: once
+	 * it came, the server waits for our connection, which is quick. */
+	int64_t answer_by = deadline;
+	if (nb && now_ms() + cm_settings.nonblock_ms < answer_by)
+		answer_by = now_ms() + cm_settings.nonblock_ms;
+	r = ctl_peek(fd, buf, PROTO_HELLO_ACK_LEN, answer_by);
 	log_debug("hello: answer %zd, %d ms left", r, left_ms(deadline));
 	if (r == -ETIMEDOUT) {
+		if (answer_by != deadline)
+			log_info("connect: fd %d: no answer to the hello within RSOCK_NONBLOCK_MS=%u "
+				 "on a non-blocking socket (a server that accepts late?): TCP",
+				 fd, cm_settings.nonblock_ms);
 		*stale_ack = 1; /* the answer may still come: drop it then */
 		why = RSOCK_FB_PEER;
 		goto fail;

@@ -23,6 +23,7 @@ struct cm_settings {
 	unsigned handshake_ms; /* RSOCK_HANDSHAKE_MS: bound on hello/ack and rdma connect */
 	unsigned neg_cache_s;  /* RSOCK_NEG_CACHE_S: how long a plain peer is remembered */
 	unsigned settle_ms;    /* RSOCK_SETTLE_MS: an accepted stream unused this long answers its hello (0: only at its first use) */
+	unsigned nonblock_ms;  /* RSOCK_NONBLOCK_MS: a non-blocking socket's wait for its hello's answer */
 };
 extern struct cm_settings cm_settings RSOCK_HIDDEN;
 
@@ -57,9 +58,12 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
  * fallback reason (the stream stays on TCP; *stale_ack set when a late
  * answer from the server may still arrive first on TCP and must be
  * dropped). rdma_ok 0 declines RDMA after the answer (the stream goes to
- * exec, stdio or another process). Always consumes state. */
+ * exec, stdio or another process). nb: a non-blocking socket, whose
+ * wait for the answer is at most nonblock_ms (then the stream stays on
+ * TCP). Always consumes state. */
 int cm_client_hello(struct cm_client *state, int fd);
-int cm_client_await(struct cm_client *state, int fd, int rdma_ok, struct tp **out, int *stale_ack);
+int cm_client_await(struct cm_client *state, int fd, int rdma_ok, int nb, struct tp **out,
+		    int *stale_ack);
 void cm_client_abandon(struct cm_client *state);
 
 /* Drop a late hello answer at the head of the TCP stream, if there is one.

@@ -109,8 +109,9 @@ void conn_unref(struct conn *c)
 	errno = saved;
 }
 
-void conn_settle(struct conn *c, int fd, int rdma_ok)
+void conn_settle(struct conn *c, int fd, int how)
 {
+	const int rdma_ok = how & CONN_SETTLE_RDMA;
 	struct tp *t = NULL;
 	int why;
 
@@ -120,7 +121,13 @@ void conn_settle(struct conn *c, int fd, int rdma_ok)
 		int stale = 0;
 		if (st) {
 			c->client = NULL;
-			why = cm_client_await(st, fd, rdma_ok, &t, &stale);
+			/* A non-blocking socket waits for the answer only a
+			 * little, the library's thread's wait too (the
+			 * application's call may be waiting for its lock): an
+			 * event loop must not stop for a server that accepts
+			 * late (section 8). */
+			int nb = !(how & CONN_SETTLE_FULL) && atomic_load(&c->nonblock);
+			why = cm_client_await(st, fd, rdma_ok, nb, &t, &stale);
 		} else {
 			struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
 			why = cm_server_handshake(fd, rdma_ok ? &b : NULL, &t);
@@ -264,7 +271,7 @@ static void later_serve(struct later *l)
 		else
 			log_debug("accept: stream (fd %d here) unused for %u ms: its hello is answered now",
 				  l->fd, cm_settings.settle_ms);
-		conn_settle(l->c, l->fd, 1);
+		conn_settle(l->c, l->fd, CONN_SETTLE_RDMA);
 	}
 	fdtab_close_own(l->fd);
 	conn_unref(l->c);

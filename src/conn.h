@@ -77,10 +77,16 @@ void conn_fd_gone(struct conn *c);
 
 /* An accepted stream whose client probed us does its handshake (RDMA or
  * TCP) at its first use, in the process that uses it: every shim that looks
- * at a stream's path calls conn_settle_maybe() first. rdma_ok 0 declines
- * RDMA (the stream is handed to exec). Blocks at most the handshake time;
- * takes c->lock. */
-void conn_settle(struct conn *c, int fd, int rdma_ok);
+ * at a stream's path calls conn_settle_maybe() first. how: CONN_SETTLE_RDMA
+ * takes RDMA if it can (without it RDMA is declined: the stream is handed
+ * to exec or stdio). A connected stream whose socket is non-blocking waits
+ * for its hello's answer at most RSOCK_NONBLOCK_MS (doc/design.md section
+ * 8), unless CONN_SETTLE_FULL (RSOCK_MODE=rdma's connect(), and a decline,
+ * which must read the answer). Blocks at most the handshake time; takes
+ * c->lock. */
+#define CONN_SETTLE_RDMA 1
+#define CONN_SETTLE_FULL 2
+void conn_settle(struct conn *c, int fd, int how);
 
 /* A stream whose handshake waits (hello_due) is also put on a list that a
  * thread of the library serves (conn.c): an accepted one (client 0) has its
@@ -106,7 +112,7 @@ void conn_fork_child(void);
 static inline void conn_settle_maybe(struct conn *c, int fd)
 {
 	if (RSOCK_UNLIKELY(c && atomic_load_explicit(&c->hello_due, memory_order_acquire)))
-		conn_settle(c, fd, 1);
+		conn_settle(c, fd, CONN_SETTLE_RDMA);
 }
 
 /* Count bytes carried by this stream (r > 0 only) in the process's counters (stats.c). */

@@ -127,7 +127,7 @@ struct tp *shim_to_tcp(struct conn *c, int fd, const char *who)
 	struct tp *t;
 
 	if (atomic_load(&c->hello_due))
-		conn_settle(c, fd, 0);
+		conn_settle(c, fd, CONN_SETTLE_FULL);
 	t = atomic_load(&c->path) == CONN_PATH_RDMA ? c->tp : NULL;
 	if (t && !tp_switched(t)) {
 		log_debug("fd %d: %s takes the stream: it moves to TCP", fd, who);

@@ -185,6 +185,18 @@ static ssize_t rdma_send(struct conn *c, struct tp *t, int fd, const struct iove
 	return r;
 }
 
+/* A read on a non-blocking TCP stream whose late hello answer may still
+ * come (io_begin saw none, or only its beginning): the kernel's read could
+ * return the answer, arrived meanwhile, as data. There is nothing for the
+ * application yet, as far as it can tell: EAGAIN, as TCP with nothing to
+ * read. A blocking one has waited in io_begin. */
+static RSOCK_COLD int io_ack_pending(const struct conn *c)
+{
+	return c->stale_ack && atomic_load(&c->nonblock);
+}
+#define IO_IS_RX_rx 1
+#define IO_IS_RX_tx 0
+
 /* The shape of every data wrapper. dir: rx or tx; flags: the call's MSG_*
  * flags (peeked bytes are not counted); rdma_expr: the RDMA call (may use
  * c_, t_); real_expr: the libc call. */
@@ -196,6 +208,10 @@ static ssize_t rdma_send(struct conn *c, struct tp *t, int fd, const struct iove
 		t_ = io_begin(fd, &c_);                                \
 		if (t_) {                                              \
 			r_ = shim_ret(rdma_expr);                      \
+		} else if (IO_IS_RX_##dir && c_ && RSOCK_UNLIKELY(c_->stale_ack) && \
+			   io_ack_pending(c_)) {                       \
+			errno = EAGAIN;                                \
+			r_ = -1;                                       \
 		} else {                                               \
 			r_ = real_expr;                                \
 			if (c_ && !((flags) & MSG_PEEK))               \

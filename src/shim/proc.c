@@ -85,7 +85,7 @@ static void decline_one(int fd, struct conn *c, void *arg)
 {
 	(void)arg;
 	if (atomic_load(&c->hello_due) && ho_exec_inherits(fd))
-		conn_settle(c, fd, 0);
+		conn_settle(c, fd, CONN_SETTLE_FULL);
 }
 
 /* An RDMA stream the new image inherits (or that a child of ours may hold,

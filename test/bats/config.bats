@@ -40,13 +40,14 @@ works_with() {
 }
 
 @test "config: the transport's variables are range-checked (out of range warns, in range is silent)" {
-	works_with RSOCK_POLL_US=20000 RSOCK_PROBE_MS=0 RSOCK_HANDSHAKE_MS=x RSOCK_NEG_CACHE_S=-1 RSOCK_SETTLE_MS=70000
+	works_with RSOCK_POLL_US=20000 RSOCK_PROBE_MS=0 RSOCK_HANDSHAKE_MS=x RSOCK_NEG_CACHE_S=-1 RSOCK_SETTLE_MS=70000 RSOCK_NONBLOCK_MS=-5
 	grep -q '^rsock\[.*RSOCK_POLL_US=20000' pre.err
 	grep -q '^rsock\[.*RSOCK_PROBE_MS=0' pre.err
 	grep -q '^rsock\[.*RSOCK_HANDSHAKE_MS=x' pre.err
 	grep -q '^rsock\[.*RSOCK_NEG_CACHE_S=-1' pre.err
 	grep -q '^rsock\[.*RSOCK_SETTLE_MS=70000' pre.err
-	works_with RSOCK_POLL_US=0 RSOCK_PROBE_MS=500 RSOCK_HANDSHAKE_MS=1000 RSOCK_NEG_CACHE_S=0 RSOCK_SETTLE_MS=0
+	grep -q '^rsock\[.*RSOCK_NONBLOCK_MS=-5' pre.err
+	works_with RSOCK_POLL_US=0 RSOCK_PROBE_MS=500 RSOCK_HANDSHAKE_MS=1000 RSOCK_NEG_CACHE_S=0 RSOCK_SETTLE_MS=0 RSOCK_NONBLOCK_MS=0
 	! grep -q 'rsock\[' pre.err || false
 }
 
