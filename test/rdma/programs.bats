@@ -105,6 +105,23 @@ PY
 	stats_only_rdma cli.log
 }
 
+@test "node: Node's http server and client (libuv: epoll, non-blocking connect, writev), 16 x 2 MB over 4 keep-alive RDMA streams, byte-exact" {
+	require_cmd node
+	local port
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) node "$BATS_TEST_DIRNAME/nodehttp.js" srv "$ADDR_B" "$port" 16
+	wait_for_port "$port" 30 "$BG_PID"
+	run bounded 120 env $(rsock_env cli) node "$BATS_TEST_DIRNAME/nodehttp.js" cli "$ADDR_B" "$port" 16
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" = "intact 16 of 16" ]
+	wait_bg "$BG_PID" 30
+	cat srv.out
+	[ ! -s srv.out ]
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+}
+
 @test "haproxy (tcp mode, splice-auto) in front of an echo server: three 10 MB round trips through two RDMA streams each" {
 	# splice() on a non-blocking RDMA stream hands it to TCP first; the
 	# kick that wakes the epoll instances was then handed to haproxy as an
