@@ -122,6 +122,23 @@ PY
 	stats_only_rdma srv.log
 }
 
+@test "sockperf (libvma's benchmark) over TCP: ping-pong, under-load and throughput against one server, over RDMA" {
+	require_cmd sockperf
+	local port mode
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) sockperf server --tcp -i "$ADDR_B" -p "$port"
+	wait_for_port "$port" 30 "$BG_PID"
+	for mode in "ping-pong -m 64" "under-load -m 64 --mps 2000" "throughput -m 16000"; do
+		# shellcheck disable=SC2086
+		run bounded 60 env $(rsock_env "cli-${mode%% *}") sockperf $mode --tcp -i "$ADDR_B" -p "$port" -t 2
+		echo "$output" | grep -E 'Summary|ERROR' || true
+		[ "$status" -eq 0 ]
+		echo "$output" | grep -q 'Summary: '
+		! echo "$output" | grep -q 'ERROR' || false
+		stats_only_rdma "cli-${mode%% *}.log"
+	done
+}
+
 @test "haproxy (tcp mode, splice-auto) in front of an echo server: three 10 MB round trips through two RDMA streams each" {
 	# splice() on a non-blocking RDMA stream hands it to TCP first; the
 	# kick that wakes the epoll instances was then handed to haproxy as an
