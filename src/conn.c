@@ -261,10 +261,12 @@ static void later_drop(struct conn *c)
 	}
 }
 
-static void later_serve(struct later *l)
+/* prefork: a connected stream settled by the fork's prepare handler, still
+ * in the only process that has it (fork() counted the fork already). */
+static void later_serve(struct later *l, int prefork)
 {
 	if (atomic_load(&l->c->hello_due) && atomic_load(&l->c->nfds) > 0 &&
-	    l->forks == atomic_load(&ho_forks)) {
+	    (prefork || l->forks == atomic_load(&ho_forks))) {
 		if (l->client)
 			log_debug("connect: stream (fd %d here) unused for %u ms: the answer to its hello "
 				  "is awaited now", l->fd, cm_settings.settle_ms);
@@ -303,10 +305,24 @@ static void *later_main(void *arg)
 			pthread_cond_timedwait(&later_cond, &later_lock, &ts);
 			continue;
 		}
-		later_unlink(l);
+		/* later_run before the entry leaves the list: a fork's
+		 * prepare handler, which holds it, then either finds the
+		 * entry there or comes after it was served. Taken out of
+		 * order before, the entry could be off the list and not yet
+		 * served at the fork: the handler missed it, the thread then
+		 * skipped it (a fork since), and parent and child both awaited
+		 * the one answer. */
 		pthread_mutex_unlock(&later_lock);
 		pthread_mutex_lock(&later_run);
-		later_serve(l);
+		pthread_mutex_lock(&later_lock);
+		l = later_head;
+		if (!l || l->due_ms > later_now_ms()) {
+			pthread_mutex_unlock(&later_run);
+			continue;
+		}
+		later_unlink(l);
+		pthread_mutex_unlock(&later_lock);
+		later_serve(l, 0);
 		pthread_mutex_unlock(&later_run);
 		pthread_mutex_lock(&later_lock);
 	}
@@ -370,7 +386,12 @@ void conn_fork_settle_clients(void)
 {
 	/* A connected stream whose hello's answer is still awaited settles
 	 * before a fork, here, as it did inside connect(): parent and child
-	 * must not both await that one answer. */
+	 * must not both await that one answer (the second one to use the
+	 * stream waited out the handshake, then sent its cancel, and its
+	 * bytes, on TCP to a server reading RDMA: a Perl client that forks
+	 * a writer after connect()). later_run stays held, across the fork,
+	 * so that the thread serves no entry meanwhile (conn_fork_lock). */
+	pthread_mutex_lock(&later_run);
 	for (;;) {
 		struct later *l;
 		pthread_mutex_lock(&later_lock);
@@ -381,7 +402,7 @@ void conn_fork_settle_clients(void)
 		pthread_mutex_unlock(&later_lock);
 		if (!l)
 			return;
-		later_serve(l);
+		later_serve(l, 1);
 	}
 }
 
@@ -397,7 +418,7 @@ void conn_pool_fork_unlock(void)
 
 void conn_fork_lock(void)
 {
-	pthread_mutex_lock(&later_run);
+	/* later_run: held since conn_fork_settle_clients */
 	pthread_mutex_lock(&later_lock);
 }
 

@@ -98,7 +98,8 @@ void conn_settle(struct conn *c, int fd, int how);
  * or descriptor): the caller settles the stream itself or leaves it to its
  * first use. */
 int conn_settle_later(struct conn *c, int fd, int client);
-/* Before a fork: every connected stream still awaiting its answer settles. */
+/* Before a fork: every connected stream still awaiting its answer settles;
+ * leaves the list's serving lock held for conn_fork_lock (called next). */
 void conn_fork_settle_clients(void);
 /* Around fork (init.c): the list's lock; the child drops the parent's list. */
 void conn_fork_lock(void);

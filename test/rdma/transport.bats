@@ -779,6 +779,29 @@ s.close()' "$ADDR_B" "$port"
 	stats_only_rdma nbb-srv.log
 }
 
+@test "a client that forks its writer right after connect() (the handshake's answer still awaited): parent and child share the stream, the echo comes back intact" {
+	require_cmd python3
+	# test/rdma/forkwriter.py: connect, fork at 0 to 200 ms; the child
+	# writes 300 kB and shuts its side, the parent reads the echo.
+	# Before session 27 a fork while the library's thread was due to
+	# await the answer left the stream unsettled in both processes: the
+	# second user waited out RSOCK_HANDSHAKE_MS, then wrote its cancel
+	# and its bytes on TCP to a server reading RDMA (found with a Perl
+	# client: 8 bytes too many, or a hang).
+	local port
+	port=$(free_port)
+	start_bg fw env LD_PRELOAD="$(rsock_preload_value)" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/fw-srv.log" \
+		python3 "$BATS_TEST_DIRNAME/forkwriter.py" srv "$ADDR_B" "$port" 8
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 120 env LD_PRELOAD="$(rsock_preload_value)" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/fw-cli.log" \
+		python3 "$BATS_TEST_DIRNAME/forkwriter.py" cli "$ADDR_B" "$port" 8 > fw-cli.out
+	wait_bg "$BG_PID" 30
+	cat fw-cli.out
+	grep -qx "intact 8 of 8" fw-cli.out
+	! grep -q 'unexpected bytes' fw-srv.log || false
+	stats_only_rdma fw-srv.log
+}
+
 @test "Python's subprocess (vfork; the child closes every descriptor, or takes the stream as its stdin and stdout) leaves the server's RDMA stream intact" {
 	require_cmd python3
 	# subprocess forks with vfork: the child shares the server's memory,
