@@ -43,7 +43,7 @@
 
 struct cm_settings cm_settings = {
 	.ring_kb = 256, .probe_ms = 1500, .handshake_ms = 2000, .neg_cache_s = 30, .settle_ms = 100,
-	.nonblock_ms = 100};
+	.nonblock_ms = CM_NONBLOCK_DEFAULT};
 
 #define CM_CANCEL_LEN 8
 #define CM_CANCEL_TYPE 5
@@ -1444,15 +1444,17 @@ int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb, struct tp 
 	/* Only the answer's wait is shortened for a non-blocking socket: once
 	 * it came, the server waits for our connection, which is quick. */
 	int64_t answer_by = deadline;
-	if (nb && now_ms() + cm_settings.nonblock_ms < answer_by)
-		answer_by = now_ms() + cm_settings.nonblock_ms;
+	unsigned nb_ms = cm_settings.nonblock_ms == CM_NONBLOCK_DEFAULT ? cm_settings.handshake_ms / 2
+									 : cm_settings.nonblock_ms;
+	if (nb && now_ms() + nb_ms < answer_by)
+		answer_by = now_ms() + nb_ms;
 	r = ctl_peek(fd, buf, PROTO_HELLO_ACK_LEN, answer_by);
 	log_debug("hello: answer %zd, %d ms left", r, left_ms(deadline));
 	if (r == -ETIMEDOUT) {
 		if (answer_by != deadline)
-			log_info("connect: fd %d: no answer to the hello within RSOCK_NONBLOCK_MS=%u "
+			log_info("connect: fd %d: no answer to the hello within %u ms (RSOCK_NONBLOCK_MS) "
 				 "on a non-blocking socket (a server that accepts late?): TCP",
-				 fd, cm_settings.nonblock_ms);
+				 fd, nb_ms);
 		*stale_ack = 1; /* the answer may still come: drop it then */
 		why = RSOCK_FB_PEER;
 		goto fail;

@@ -123,7 +123,12 @@ int config_load(struct rsock_config *cfg)
 	config_env_ulong("RSOCK_HANDSHAKE_MS", 1, 60000, &cm_settings.handshake_ms);
 	config_env_ulong("RSOCK_NEG_CACHE_S", 0, 86400, &cm_settings.neg_cache_s);
 	config_env_ulong("RSOCK_SETTLE_MS", 0, 60000, &cm_settings.settle_ms);
-	config_env_ulong("RSOCK_NONBLOCK_MS", 0, 60000, &cm_settings.nonblock_ms);
+	if (secure_getenv("RSOCK_NONBLOCK_MS")) { /* unset: half of RSOCK_HANDSHAKE_MS */
+		unsigned v = cm_settings.nonblock_ms == CM_NONBLOCK_DEFAULT ? cm_settings.handshake_ms / 2
+									    : cm_settings.nonblock_ms;
+		config_env_ulong("RSOCK_NONBLOCK_MS", 0, 60000, &v);
+		cm_settings.nonblock_ms = v;
+	}
 	config_env_ulong("RSOCK_POLL_US", 0, 10000, &tp_settings.poll_us);
 	config_env_ulong("RSOCK_POLL_MAX_US", 0, 100000, &tp_settings.poll_max_us);
 	config_env_ulong("RSOCK_RING_CACHE", 0, 1024, &tp_settings.ring_cache);

@@ -531,6 +531,9 @@ static RSOCK_SLOW int recvmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 	t = io_begin(fd, &c);
 	if (t) {
 		r = shim_ret(rdma_mmsg(c, t, fd, vec, vlen, flags, 0));
+	} else if (c && RSOCK_UNLIKELY(c->stale_ack) && io_ack_pending(c)) {
+		errno = EAGAIN;
+		r = -1;
 	} else {
 		r = REAL_CALL(recvmmsg, fd, vec, vlen, flags, tmo);
 		if (c)
@@ -740,6 +743,9 @@ static RSOCK_COLD ssize_t splice_slow(int in, loff_t *off_in, int out, loff_t *o
 			r = splice_to_stream(c, t, fd, pfd, len, flags);
 		}
 		r = shim_ret(r);
+	} else if (from_stream && c && RSOCK_UNLIKELY(c->stale_ack) && io_ack_pending(c)) {
+		errno = EAGAIN;
+		r = -1;
 	} else {
 		r = REAL_CALL(splice, in, off_in, out, off_out, len, flags);
 		if (c && r > 0) {

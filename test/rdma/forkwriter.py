@@ -11,7 +11,7 @@ import socket
 import sys
 import time
 
-from echoes import echo_to_eof, listener
+from echoes import echo_to_eof, listener, read_to_eof
 
 role, host, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 if role == "srv":
@@ -32,12 +32,7 @@ for i in range(n):
         s.sendall(msg)
         s.shutdown(socket.SHUT_WR)
         os._exit(0)
-    got = bytearray()
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        got += d
+    got = read_to_eof(s)
     os.waitpid(pid, 0)
     s.close()
     if got == msg:
