@@ -122,6 +122,41 @@ PY
 	stats_only_rdma srv.log
 }
 
+@test "erlang: the BEAM's own I/O (active mode, a writer process per socket) echoes 4 x 3 MB at once over RDMA" {
+	require_cmd erl erlc
+	local port
+	head -c 3000000 /dev/urandom >data
+	erlc -o . "$BATS_TEST_DIRNAME/rsock_echo.erl"
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) erl -noshell -pa . -s rsock_echo srv "$ADDR_B" "$port" 4
+	wait_for_port "$port" 60 "$BG_PID"
+	run bounded 120 env $(rsock_env cli) erl -noshell -pa . -s rsock_echo cli "$ADDR_B" "$port" "$ADDR_A" data 4
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$output" = "intact 4 of 4" ]
+	wait_bg "$BG_PID" 30
+	stats_only_rdma cli.log
+	stats_rdma cli.log 12000000 rx
+	stats_only_rdma srv.log
+}
+
+@test "zeromq (libzmq's I/O thread): REQ/REP and PUSH/PULL, 50 requests and 400 messages over two RDMA streams" {
+	/usr/bin/python3 -c 'import zmq' || { echo "python3-zmq is not installed" >&2; false; }
+	local port
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) /usr/bin/python3 "$BATS_TEST_DIRNAME/zmqpair.py" srv "$ADDR_B" "$port"
+	wait_for_port "$((port + 1))" 30 "$BG_PID"
+	run bounded 120 env $(rsock_env cli) /usr/bin/python3 "$BATS_TEST_DIRNAME/zmqpair.py" cli "$ADDR_B" "$port" "$ADDR_A"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(sed -n 1p <<<"$output")" = "req ok 50 of 50" ]
+	wait_bg "$BG_PID" 30
+	cat srv.out
+	[ "$(sed -n 2p <<<"$output")" = "$(grep '^pull' srv.out | sed 's/^pull/push/')" ]
+	stats_only_rdma cli.log
+	stats_rdma cli.log 10000000 tx
+}
+
 @test "sockperf (libvma's benchmark) over TCP: ping-pong, under-load and throughput against one server, over RDMA" {
 	require_cmd sockperf
 	local port mode
