@@ -867,6 +867,43 @@ open("seen", "wb").write(got); c.sendall(b"bye " + str(len(got)).encode() + b"\n
 	stats_tcp cli.log peer
 }
 
+@test "rsocket's preload library as the other end: its client reaches a librsock server (on TCP, its own fallback), a librsock client of its server is refused as any TCP client is, and that server still serves rsocket" {
+	local rs port i mode
+	rs=$(ls /usr/lib/*/rsocket/librspreload.so 2>/dev/null | head -n 1)
+	[ -n "$rs" ] || { echo "librspreload.so (librdmacm1) is not installed" >&2; false; }
+	# sockbench's sockets are plain socket() calls, which rsocket takes
+	cc -O2 -I"$RSOCK_SRC_DIR/include" -o sb "$RSOCK_SRC_DIR/bench/sockbench.c" -ldl -lpthread
+	# An rsocket client's connect request reaches the beacon, which refuses
+	# it; rsocket then connects over TCP, a plain client to librsock.
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) ./sb server "$ADDR_B" "$port" 1
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 30 env LD_PRELOAD="$rs" ./sb pingpong "$ADDR_B" "$port" "$ADDR_A" 64 100
+	echo "$output"
+	[ "$status" -eq 0 ]
+	wait_bg "$BG_PID" 30
+	stats_tcp srv.log peer
+	# An rsocket server listens on rdma_cm only: a TCP client is refused.
+	# librsock's probe reaches its listener, which must not take it for
+	# one of its own clients, and the SYN is refused as a plain one's is.
+	port=$(free_port)
+	start_bg rsrv env LD_PRELOAD="$rs" ./sb server "$ADDR_B" "$port" 1
+	for i in $(seq 1 100); do
+		rdma resource show cm_id 2>/dev/null | grep -qE "state LISTEN .*:$port( |$)" && break
+		sleep 0.1
+	done
+	for mode in plain preload; do
+		run bounded 30 in_mode "$mode" ./sb pingpong "$ADDR_B" "$port" "$ADDR_A" 64 10
+		echo "$mode: $output"
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"connect: Connection refused"* ]]
+	done
+	run bounded 30 env LD_PRELOAD="$rs" ./sb pingpong "$ADDR_B" "$port" "$ADDR_A" 64 100
+	echo "rsocket: $output"
+	[ "$status" -eq 0 ]
+	wait_bg "$BG_PID" 30
+}
+
 @test "a second connect to the same plain peer adds no probe (negative cache)" {
 	local port i
 	port=$(free_port)
