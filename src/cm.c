@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -395,23 +396,75 @@ static void neg_insert(const struct sockaddr *peer)
 
 #define TUPLE_SLOTS 1024
 #define TUPLE_TTL_MS 10000
+#define TUPLE_LAYOUT 2 /* in the shared object's name: a new layout, a new object */
 enum { TUPLE_FREE = 0, TUPLE_BUSY, TUPLE_READY };
 struct cm_tuple {
 	_Atomic uint32_t state;
 	uint16_t family, cport, sport, pad;
 	uint8_t caddr[16];
-	int64_t stamp;
+	uint8_t saddr[16]; /* the server address the probe named */
+	int64_t stamp;     /* CLOCK_MONOTONIC, the same in every process */
 };
-static struct cm_tuple *tuples; /* MAP_SHARED: children forked after listen() see it */
+/* MAP_SHARED: children forked after listen() see it, and so do the other
+ * processes of this user in this network namespace (a named object):
+ * listeners of one port in several processes (SO_REUSEPORT) each get
+ * streams whose probe another process's beacon answered. */
+static struct cm_tuple *tuples;
+
+/* The network namespace's inode number (0 if unknown): ports are per
+ * namespace, the shared memory directory need not be. */
+static unsigned long long netns_id(void)
+{
+	char b[64], *p;
+	ssize_t n = readlink("/proc/self/ns/net", b, sizeof(b) - 1);
+
+	if (n <= 0)
+		return 0;
+	b[n] = 0;
+	p = strchr(b, '[');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* The named table of this user and namespace, created if need be; NULL
+ * when there is none to be had (no /dev/shm, a chroot, a sandbox) or the
+ * object found is not one this process should trust. */
+static struct cm_tuple *tuples_named(size_t len)
+{
+	char name[96];
+	struct stat st;
+	void *p;
+	int fd;
+
+	snprintf(name, sizeof(name), "/librsock-tuples.%d.%u.%llu", TUPLE_LAYOUT,
+		 (unsigned)geteuid(), netns_id());
+	fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || st.st_uid != geteuid() || (st.st_mode & 077) ||
+	    (st.st_size != 0 && st.st_size != (off_t)len) ||
+	    (st.st_size == 0 && ftruncate(fd, (off_t)len))) {
+		rsock_real.close(fd);
+		return NULL;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	rsock_real.close(fd);
+	return p == MAP_FAILED ? NULL : p;
+}
 
 static void tuples_create(void)
 {
+	size_t len = TUPLE_SLOTS * sizeof(struct cm_tuple);
 	void *p;
 
 	if (tuples)
 		return;
-	p = mmap(NULL, TUPLE_SLOTS * sizeof(struct cm_tuple), PROT_READ | PROT_WRITE,
-		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if ((p = tuples_named(len))) {
+		tuples = p;
+		return;
+	}
+	log_debug("tuple table: a private one (no shared object of this user to be had: "
+		  "listeners of a port in other processes cannot see its probes)");
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p != MAP_FAILED)
 		tuples = p;
 }
@@ -433,6 +486,7 @@ static int tuple_put(const struct proto_probe *pr)
 		t->cport = pr->client_port;
 		t->sport = pr->server_port;
 		memcpy(t->caddr, pr->client_addr, 16);
+		memcpy(t->saddr, pr->server_addr, 16);
 		t->stamp = now;
 		atomic_store(&t->state, TUPLE_READY);
 		return 0;
@@ -440,11 +494,11 @@ static int tuple_put(const struct proto_probe *pr)
 	return -ENOSPC;
 }
 
-/* Take the entry for a stream accepted from peer on local port sport. */
-static int tuple_take(const struct sockaddr *peer, uint16_t sport)
+/* Take the entry for a stream accepted from peer on local. */
+static int tuple_take(const struct sockaddr *peer, const struct sockaddr *local)
 {
-	uint8_t a[16];
-	struct sockaddr_storage ss;
+	uint8_t a[16], l[16];
+	struct sockaddr_storage ss, ls;
 	int64_t now = now_ms();
 
 	if (!tuples)
@@ -453,11 +507,15 @@ static int tuple_take(const struct sockaddr *peer, uint16_t sport)
 	sa_unmap(&ss); /* probes carry IPv4 as AF_INET */
 	peer = (struct sockaddr *)&ss;
 	sa_addr16(peer, a);
+	memcpy(&ls, local, sa_len(local));
+	sa_unmap(&ls);
+	sa_addr16((struct sockaddr *)&ls, l);
 	for (unsigned i = 0; i < TUPLE_SLOTS; i++) {
 		struct cm_tuple *t = &tuples[i];
 		uint32_t st = TUPLE_READY;
 		if (atomic_load(&t->state) != TUPLE_READY || t->family != peer->sa_family ||
-		    t->cport != sa_port(peer) || t->sport != sport || memcmp(t->caddr, a, 16) ||
+		    t->cport != sa_port(peer) || t->sport != sa_port(local) ||
+		    memcmp(t->caddr, a, 16) || memcmp(t->saddr, l, 16) ||
 		    now - t->stamp > TUPLE_TTL_MS)
 			continue;
 		if (atomic_compare_exchange_strong(&t->state, &st, TUPLE_FREE))
@@ -1543,14 +1601,18 @@ int cm_server_probed(const void *owner, int fd)
 	struct sockaddr_storage peer, local;
 	socklen_t pl = sizeof(peer), ll = sizeof(local);
 
-	if (!has_beacon(owner)) {
-		log_debug("accept: fd %d: its listener has no beacon: TCP", fd);
-		return RSOCK_FB_NO_DEVICE;
-	}
 	if (rsock_real.getpeername(fd, (struct sockaddr *)&peer, &pl) ||
 	    rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
 		return RSOCK_FB_PROTOCOL;
-	if (!tuple_take((struct sockaddr *)&peer, sa_port((struct sockaddr *)&local))) {
+	/* The table, not the listener's own beacon, says whether a hello
+	 * follows: with SO_REUSEPORT several listeners share the port, one
+	 * beacon answers for all of them, and the kernel hands the stream to
+	 * any of them (in this process or another of this user). */
+	if (!tuple_take((struct sockaddr *)&peer, (struct sockaddr *)&local)) {
+		if (!has_beacon(owner)) {
+			log_debug("accept: fd %d: its listener has no beacon: TCP", fd);
+			return RSOCK_FB_NO_DEVICE;
+		}
 		log_debug("accept: fd %d from port %u was not probed: a plain client", fd,
 			  sa_port((struct sockaddr *)&peer));
 		return RSOCK_FB_PEER; /* a plain client: TCP from the first byte */

@@ -477,6 +477,51 @@ PY
 	[[ "$(stats_line cli.log)" == *"streams tcp=0 rdma=3 "* ]]
 }
 
+@test "listeners of one port with SO_REUSEPORT, in three processes and two in one: the beacon of one answers for all, every stream is intact and over RDMA" {
+	local port k i
+	port=$(free_port)
+	# One process holds the port's beacon; the kernel hands each stream to
+	# any of the four listeners. Before the table was shared, a listener
+	# without the beacon read the client's hello as the request.
+	for k in 1 2 3; do
+		start_bg "srv$k" env $(rsock_env "srv$k") python3 "$BATS_TEST_DIRNAME/reuseport.py" \
+			srv "$ADDR_B" "$port" $((k == 1 ? 2 : 1))
+		for i in $(seq 1 100); do
+			grep -q listening "srv$k.out" 2>/dev/null && break
+			sleep 0.1
+		done
+	done
+	run bounded 120 env $(rsock_env cli) python3 "$BATS_TEST_DIRNAME/reuseport.py" \
+		cli "$ADDR_B" "$port" "$ADDR_A" 16
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" =~ bad\ 0\ servers\ ([0-9]+) ]]
+	[ "${BASH_REMATCH[1]}" -ge 2 ]
+	stats_only_rdma cli.log
+	# the table: the user's own, readable by nobody else
+	local ns table
+	ns=$(readlink /proc/self/ns/net)
+	ns=${ns#*[}
+	table=/dev/shm/librsock-tuples.2.$(id -u).${ns%]}
+	[ "$(stat -c '%a %u' "$table")" = "600 $(id -u)" ]
+	# One not made so (another user could have put it there first) is not
+	# used: the process takes a private table and says so.
+	stop_all_bg
+	rm -f "$table"
+	install -m 0644 /dev/null "$table"
+	port=$(free_port)
+	start_bg srv4 env $(rsock_env srv4) RSOCK_LOG_LEVEL=debug python3 "$BATS_TEST_DIRNAME/reuseport.py" \
+		srv "$ADDR_B" "$port" 1
+	for i in $(seq 1 100); do
+		grep -q listening srv4.out 2>/dev/null && break
+		sleep 0.1
+	done
+	run cat srv4.log
+	[ ! -s "$table" ] # (not grown to a table either)
+	rm -f "$table"
+	grep -q 'tuple table: a private one' <<<"$output"
+}
+
 @test "a master that hands each accepted stream to a worker (SCM_RIGHTS with sendmsg and sendmmsg, as Node's cluster module) keeps every byte: the stream goes to TCP first" {
 	# test/rdma/passfd.py: the master accepts and sends each stream to a
 	# worker forked before, alternately with sendmsg and sendmmsg; the
