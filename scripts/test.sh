@@ -96,7 +96,7 @@ rdma_asan() {
 	RSOCK_BUILD_DIR="$top/build-asan" RSOCK_SAN_PRELOAD="$asan:$ubsan" RSOCK_SANITIZED=1 \
 		ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1 RSOCK_HANDSHAKE_MS=5000 RSOCK_PROBE_MS=5000 \
 		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		test/rdma/run-suite -f "check|nc:|curl|plain|negative|RDMA path|closed port|RSOCK_MODE|SIGKILL|iperf |redis:|hostile|reuse registered|listen then fork|apache2|data port hint|did not open|subprocess|CLONE_VM" transport events 2>&1 | tee "$log"
+		test/rdma/run-suite -f "check|nc:|curl|plain|negative|RDMA path|closed port|RSOCK_MODE|SIGKILL|iperf |redis:|hostile|reuse registered|listen then fork|apache2|data port hint|did not open|subprocess|CLONE_VM|SO_REUSEPORT" transport events 2>&1 | tee "$log"
 	local rc=${PIPESTATUS[0]}
 	count_tap "$log"
 	return $rc
