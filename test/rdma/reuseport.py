@@ -44,12 +44,7 @@ def main():
         s.settimeout(20)
         s.connect((addr, port))
         s.sendall(b"req%d" % i)
-        r = b""
-        while True:
-            d = s.recv(100)
-            if not d:
-                break
-            r += d
+        r = b"".join(iter(lambda: s.recv(100), b""))  # to EOF
         s.close()
         pid, _, body = r.partition(b":")
         who.add(pid)
