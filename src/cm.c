@@ -153,6 +153,14 @@ static void sa_unmap(struct sockaddr_storage *ss)
 	memcpy(ss, &v4, sizeof(v4));
 }
 
+/* *out = sa, unmapped (sa_unmap); returns out as a sockaddr. */
+static struct sockaddr *sa_copy_unmapped(struct sockaddr_storage *out, const struct sockaddr *sa)
+{
+	memcpy(out, sa, sa_len(sa));
+	sa_unmap(out);
+	return (struct sockaddr *)out;
+}
+
 /* The other way, for a socket of family `family`: an AF_INET address given
  * to an AF_INET6 socket becomes ::ffff:a.b.c.d. */
 static void sa_map_for(int family, struct sockaddr_storage *ss)
@@ -503,13 +511,9 @@ static int tuple_take(const struct sockaddr *peer, const struct sockaddr *local)
 
 	if (!tuples)
 		return 0;
-	memcpy(&ss, peer, sa_len(peer));
-	sa_unmap(&ss); /* probes carry IPv4 as AF_INET */
-	peer = (struct sockaddr *)&ss;
+	peer = sa_copy_unmapped(&ss, peer); /* probes carry IPv4 as AF_INET */
 	sa_addr16(peer, a);
-	memcpy(&ls, local, sa_len(local));
-	sa_unmap(&ls);
-	sa_addr16((struct sockaddr *)&ls, l);
+	sa_addr16(sa_copy_unmapped(&ls, local), l);
 	for (unsigned i = 0; i < TUPLE_SLOTS; i++) {
 		struct cm_tuple *t = &tuples[i];
 		uint32_t st = TUPLE_READY;
@@ -537,6 +541,9 @@ struct beacon {
 	uint32_t kid;       /* the kernel's id of the listening ucm id */
 	struct sockaddr_storage addr; /* the TCP listener's address */
 	pid_t pid;          /* the process whose cm thread serves it */
+	int shared;         /* no id of its own: another listener of the port
+			     * (SO_REUSEPORT) has the beacon, which answers for
+			     * this one too, through the shared tuple table */
 	struct beacon *next;
 };
 
@@ -884,8 +891,10 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 	b->owner = owner;
 	memcpy(&b->addr, &ss, sizeof(ss));
 	pthread_mutex_lock(&cm_lock);
+	if (cm_start()) /* (first: a host without rdma_cm makes no table) */
+		goto fail;
 	tuples_create();
-	if (!tuples || cm_start())
+	if (!tuples)
 		goto fail;
 	/* The TCP listener's port on the wildcard address, so that probes for
 	 * any address reach it (those for another address than the listener's
@@ -897,12 +906,23 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 	sa_wildcard(&ss);
 	rc = ucm_listen(cm_ucm, (struct sockaddr *)&ss, sa_len((struct sockaddr *)&ss),
 			(uintptr_t)b, &b->kid, 128);
-	if (rc == -EADDRINUSE) {
+	/* The port is taken: rdma_cm says EADDRNOTAVAIL (cma_check_port) or
+	 * EADDRINUSE; a wildcard bind needs no device, so it means nothing
+	 * else. When the own address is taken too, the holder is most likely
+	 * another listener of this port (SO_REUSEPORT); if not, its streams
+	 * are only looked up in the table in vain. */
+	if (rc == -EADDRINUSE || rc == -EADDRNOTAVAIL) {
 		memcpy(&ss, &b->addr, sizeof(ss));
 		rc = ucm_listen(cm_ucm, (struct sockaddr *)&ss, sa_len((struct sockaddr *)&ss),
 				(uintptr_t)b, &b->kid, 128);
+		b->shared = rc != 0;
 	}
-	if (rc) {
+	if (b->shared) {
+		/* Another listener's beacon (this process's or another's) has
+		 * the port: it answers for this listener too, and the streams
+		 * it announced may be accepted here (cm_server_probed). */
+		log_debug("port %u: another listener's beacon answers for it", sa_port(addr));
+	} else if (rc) {
 		log_debug("no beacon on port %u (%d): its streams stay on TCP", sa_port(addr), rc);
 		goto fail;
 	}
@@ -932,7 +952,7 @@ void cm_unlisten(const void *owner)
 	if (b) {
 		/* A child closing an inherited listener must not tear down the
 		 * parent's beacon: the id is the parent's. */
-		if (b->pid == rsock_pid())
+		if (b->pid == rsock_pid() && !b->shared)
 			ucm_destroy(cm_ucm, b->kid);
 		free(b);
 	}
@@ -1327,9 +1347,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 	if ((addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || len < sa_len(addr) ||
 	    sa_is_loopback(addr))
 		return 0;
-	memcpy(&peer, addr, sa_len(addr));
-	sa_unmap(&peer);
-	addr = (struct sockaddr *)&peer; /* AF_INET for IPv4, whatever the socket */
+	addr = sa_copy_unmapped(&peer, addr); /* AF_INET for IPv4, whatever the socket */
 	if (neg_lookup(addr)) {
 		*why = RSOCK_FB_PEER;
 		return 0;
@@ -1601,18 +1619,17 @@ int cm_server_probed(const void *owner, int fd)
 	struct sockaddr_storage peer, local;
 	socklen_t pl = sizeof(peer), ll = sizeof(local);
 
+	/* (A listener whose port's beacon is another listener's counts: with
+	 * SO_REUSEPORT one beacon answers for all of them, in this process or
+	 * another of this user, and the kernel hands a stream to any.) */
+	if (!has_beacon(owner)) {
+		log_debug("accept: fd %d: its listener has no beacon: TCP", fd);
+		return RSOCK_FB_NO_DEVICE;
+	}
 	if (rsock_real.getpeername(fd, (struct sockaddr *)&peer, &pl) ||
 	    rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
 		return RSOCK_FB_PROTOCOL;
-	/* The table, not the listener's own beacon, says whether a hello
-	 * follows: with SO_REUSEPORT several listeners share the port, one
-	 * beacon answers for all of them, and the kernel hands the stream to
-	 * any of them (in this process or another of this user). */
 	if (!tuple_take((struct sockaddr *)&peer, (struct sockaddr *)&local)) {
-		if (!has_beacon(owner)) {
-			log_debug("accept: fd %d: its listener has no beacon: TCP", fd);
-			return RSOCK_FB_NO_DEVICE;
-		}
 		log_debug("accept: fd %d from port %u was not probed: a plain client", fd,
 			  sa_port((struct sockaddr *)&peer));
 		return RSOCK_FB_PEER; /* a plain client: TCP from the first byte */
