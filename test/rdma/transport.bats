@@ -477,19 +477,29 @@ PY
 	[[ "$(stats_line cli.log)" == *"streams tcp=0 rdma=3 "* ]]
 }
 
+# reuseport_srv NAME PORT N [VAR=VAL...]: test/rdma/reuseport.py with N
+# listeners on B:PORT, under librsock (its log NAME.log), once they listen.
+reuseport_srv() {
+	local name=$1 port=$2 n=$3 i
+	shift 3
+	start_bg "$name" env $(rsock_env "$name") "$@" python3 "$BATS_TEST_DIRNAME/reuseport.py" \
+		srv "$ADDR_B" "$port" "$n"
+	for i in $(seq 1 100); do
+		grep -q listening "$name.out" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "$name: not listening after 10 s" >&2
+	return 1
+}
+
 @test "listeners of one port with SO_REUSEPORT, in three processes and two in one: the beacon of one answers for all, every stream is intact and over RDMA" {
-	local port k i
+	local port k
 	port=$(free_port)
 	# One process holds the port's beacon; the kernel hands each stream to
 	# any of the four listeners. Before the table was shared, a listener
 	# without the beacon read the client's hello as the request.
 	for k in 1 2 3; do
-		start_bg "srv$k" env $(rsock_env "srv$k") python3 "$BATS_TEST_DIRNAME/reuseport.py" \
-			srv "$ADDR_B" "$port" $((k == 1 ? 2 : 1))
-		for i in $(seq 1 100); do
-			grep -q listening "srv$k.out" 2>/dev/null && break
-			sleep 0.1
-		done
+		reuseport_srv "srv$k" "$port" $((k == 1 ? 2 : 1))
 	done
 	run bounded 120 env $(rsock_env cli) python3 "$BATS_TEST_DIRNAME/reuseport.py" \
 		cli "$ADDR_B" "$port" "$ADDR_A" 16
@@ -509,13 +519,7 @@ PY
 	stop_all_bg
 	rm -f "$table"
 	install -m 0644 /dev/null "$table"
-	port=$(free_port)
-	start_bg srv4 env $(rsock_env srv4) RSOCK_LOG_LEVEL=debug python3 "$BATS_TEST_DIRNAME/reuseport.py" \
-		srv "$ADDR_B" "$port" 1
-	for i in $(seq 1 100); do
-		grep -q listening srv4.out 2>/dev/null && break
-		sleep 0.1
-	done
+	reuseport_srv srv4 "$(free_port)" 1 RSOCK_LOG_LEVEL=debug
 	run cat srv4.log
 	[ ! -s "$table" ] # (not grown to a table either)
 	rm -f "$table"
