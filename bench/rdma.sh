@@ -23,7 +23,7 @@ if [ "${RSOCK_BENCH_INNER:-}" != 1 ]; then
 	if [ -n "${RSOCK_TEST_ADDR_A:-}" ] && ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
 		env RSOCK_BENCH_INNER=1 "$0" "$@" | tee bench/results/rdma-latest.md.tmp
 	else
-		test/vm/vm-run env RSOCK_BENCH_INNER=1 RUNS="${RUNS:-3}" PP_COUNT="${PP_COUNT:-2000}" STREAM_MB="${STREAM_MB:-200}" "$0" "$@" | tee bench/results/rdma-latest.md.tmp
+		RSOCK_VM_CPU=${RSOCK_VM_CPU:-max} test/vm/vm-run env RSOCK_BENCH_INNER=1 RUNS="${RUNS:-3}" PP_COUNT="${PP_COUNT:-2000}" STREAM_MB="${STREAM_MB:-200}" "$0" "$@" | tee bench/results/rdma-latest.md.tmp
 	fi
 	mv bench/results/rdma-latest.md.tmp bench/results/rdma-latest.md
 	exit 0

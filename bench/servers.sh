@@ -22,7 +22,7 @@ if [ "${RSOCK_BENCH_INNER:-}" != 1 ]; then
 	if [ -n "${RSOCK_TEST_ADDR_A:-}" ] && ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
 		env RSOCK_BENCH_INNER=1 "$0" "$@" | tee bench/results/servers-latest.md.tmp
 	else
-		test/vm/vm-run env RSOCK_BENCH_INNER=1 RUNS="${RUNS:-3}" REDIS_N="${REDIS_N:-20000}" WRK_S="${WRK_S:-5}" "$0" "$@" | tee bench/results/servers-latest.md.tmp
+		RSOCK_VM_CPU=${RSOCK_VM_CPU:-max} test/vm/vm-run env RSOCK_BENCH_INNER=1 RUNS="${RUNS:-3}" REDIS_N="${REDIS_N:-20000}" WRK_S="${WRK_S:-5}" "$0" "$@" | tee bench/results/servers-latest.md.tmp
 	fi
 	mv bench/results/servers-latest.md.tmp bench/results/servers-latest.md
 	exit 0

@@ -47,7 +47,7 @@ if [ "${RSOCK_BENCH_INNER:-}" != 1 ]; then
 	if [ -n "${RSOCK_TEST_ADDR_A:-}" ] && ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
 		env "${vars[@]}" "$0" >"$raw"
 	else
-		RSOCK_VM_TIMEOUT=${RSOCK_VM_TIMEOUT:-5400} test/vm/vm-run env "${vars[@]}" "$0" >"$raw"
+		RSOCK_VM_TIMEOUT=${RSOCK_VM_TIMEOUT:-5400} RSOCK_VM_CPU=${RSOCK_VM_CPU:-max} test/vm/vm-run env "${vars[@]}" "$0" >"$raw"
 	fi
 	# The inner run prints files between "@@file NAME" lines.
 	awk -v d=bench/results '/^@@file / { f = d "/" $2; printf "" > f; next } f { print >> f }' "$raw"
