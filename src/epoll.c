@@ -45,6 +45,7 @@ struct ep_item {
 	uint64_t idle_gen;       /* the ep_wait call that last counted it in idle_n */
 	int disabled;            /* EPOLLONESHOT fired */
 	int efd, cfd;            /* internal descriptors registered for it, or -1 */
+	uint32_t cfd_events;     /* what cfd is registered for (0: EPOLLRDHUP | EPOLLET) */
 	uint32_t events;
 	epoll_data_t data;
 	uint64_t seen;           /* EPOLLET: the stream's event count when last reported */
@@ -285,12 +286,38 @@ void ep_nested(struct ep *ep)
 	pthread_mutex_unlock(&ep->lock);
 }
 
+/* A stream handed over to TCP (doc/design.md section 6) has no completion
+ * events left: its bytes and its send room are the kernel socket's, which
+ * is registered (cfd) for EPOLLRDHUP alone while the stream is on RDMA. Once
+ * it is switched, cfd is registered for what the application waits for, so
+ * that the kernel wakes the instance when TCP bytes or room come (edge-
+ * triggered: each wake-up is an event, sw_ready counts it). Without this an
+ * item that was not ready at its last look slept through the TCP bytes that
+ * followed: haproxy with splice-auto stalled both ways on a one-CPU guest.
+ * EPOLL_CTL_MOD re-checks readiness, so nothing that came before is missed.
+ * Caller holds ep->lock. */
+static void item_widen(struct ep *ep, struct ep_item *it)
+{
+	struct epoll_event e;
+	uint32_t want = EPOLLRDHUP | EPOLLET |
+			(it->events & (EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM));
+
+	if (it->cfd < 0 || it->cfd_events == want || !tp_switched(it->c->tp))
+		return;
+	e.events = want;
+	e.data.ptr = (char *)it + 1;
+	if (rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_MOD, it->cfd, &e) == 0)
+		it->cfd_events = want;
+}
+
 /* Like the kernel's insertion: on the ready list only if ready now (and
  * completion events requested, for when it is not). Caller holds ep->lock. */
 static void item_check(struct ep *ep, struct ep_item *it)
 {
 	uint64_t seq;
 	uint32_t ev = (uint16_t)tp_ready(it->c->tp, 1, &seq);
+
+	item_widen(ep, it);
 
 	if (item_reportable(it, ev, seq)) /* (it->seen is UINT64_MAX here) */
 		ready_add(ep, it);
@@ -307,6 +334,7 @@ static int item_hook(struct ep *ep, struct ep_item *it)
 	uint32_t evs[2] = {EPOLLIN, EPOLLRDHUP | EPOLLET};
 	int *mine[2] = {&it->efd, &it->cfd};
 
+	it->cfd_events = 0;
 	for (int i = 0; i < 2; i++) {
 		*mine[i] = -1;
 		if (fds[i] < 0)
@@ -350,6 +378,7 @@ static void item_unhook(struct ep *ep, struct ep_item *it)
 			e.events = EPOLLRDHUP | EPOLLET;
 			rsock_real.epoll_ctl(ep->kfd, EPOLL_CTL_MOD, it->cfd, &e);
 			o->cfd = it->cfd;
+			o->cfd_events = 0; /* item_widen again, for o's events */
 		}
 		ready_add(ep, o);
 		return;
@@ -723,6 +752,8 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen, i
 		it->idle_gen = gen;
 		arm_now = !lazy || ep->n_idle >= EP_IDLE_MAX || it->idle_n >= EP_IDLE_WAITS;
 		ev = (uint16_t)tp_ready(it->c->tp, arm_now, &seq); /* RDNORM/WRNORM included */
+		if (RSOCK_UNLIKELY(tp_switched(it->c->tp)))
+			item_widen(ep, it);
 		ev &= it->events | EPOLLERR | EPOLLHUP;
 		report = item_reportable(it, ev, seq);
 		if (report && n == max) {

@@ -842,6 +842,30 @@ nb_pair() {
 	stats_only_rdma fw-srv.log
 }
 
+@test "epoll wakes for the TCP bytes that follow a hand-over: a stream registered (level and edge) while on RDMA, then handed to TCP by a splice into it (as haproxy's splice-auto does)" {
+	require_cmd python3
+	# test/rdma/hoepoll.py: the server registers the stream, splices one
+	# byte into it (a non-blocking stream: handed to TCP) and waits in
+	# epoll_wait for the client's next bytes, written 0.3 s later. Before
+	# session 29 the registration slept through them (5 s, nothing), and
+	# haproxy stalled both ways on a one-CPU guest.
+	local port m
+	for m in lt et; do
+		port=$(free_port)
+		start_bg "srv-$m" env $(rsock_env "srv-$m") python3 "$BATS_TEST_DIRNAME/hoepoll.py" srv "$ADDR_B" "$port" "$m"
+		wait_for_port "$port" 15 "$BG_PID"
+		run bounded 30 env $(rsock_env "cli-$m") python3 "$BATS_TEST_DIRNAME/hoepoll.py" cli "$ADDR_B" "$port"
+		echo "$output"
+		[ "$status" -eq 0 ]
+		[ "$output" = "answer b'pong'" ]
+		wait_bg "$BG_PID" 30 || { bg_output "$BG_PID"; false; }
+		cat "srv-$m.out"
+		grep -qE "^$m: woke after 0\.[0-9]+ s with b'ping'$" "srv-$m.out"
+		grep -qE 'handovers=1' "srv-$m.log"
+		stats_only_rdma "srv-$m.log"
+	done
+}
+
 @test "Python's subprocess (vfork; the child closes every descriptor, or takes the stream as its stdin and stdout) leaves the server's RDMA stream intact" {
 	require_cmd python3
 	# subprocess forks with vfork: the child shares the server's memory,
