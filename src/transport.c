@@ -562,13 +562,44 @@ static int post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, ui
 	return 0;
 }
 
+static void waitq_ring(struct tp *t);
+
+/* The RDMA path failed under the stream (a completion error, a protocol
+ * violation by the peer, the device refusing a post or a poll): the stream
+ * is broken, as a TCP connection is by a reset. The application sees err,
+ * after the bytes that arrived before, as over TCP: -ECONNRESET, or
+ * -ETIMEDOUT when the peer stopped answering (the transport's retries ran
+ * out, where TCP's give up too), or -EPIPE after the peer's FIN. And the
+ * peer is told at once, by a reset of the control connection (connect()
+ * with AF_UNSPEC, which keeps the application's descriptor): a peer left
+ * waiting would otherwise hang, or take the end of the stream for a clean
+ * one when this process closes it (doc/design.md section 5). Caller holds
+ * t->lock. */
+static void tp_fail(struct tp *t, int err, const char *why)
+{
+	if (t->err)
+		return;
+	t->err = err;
+	atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+	if (err != -EPIPE && t->up && !t->peer_gone && !t->eof && !tp_switched(t) &&
+	    t->owner == rsock_pid()) {
+		struct sockaddr sa = {.sa_family = AF_UNSPEC};
+		log_warn_rl("fd %d: %s: the stream is reset, its peer told (%s for the application)",
+			    t->tcp_fd, why, strerrorname_np(-err));
+		rsock_real.connect(t->tcp_fd, &sa, sizeof(sa));
+	} else {
+		log_debug("fd %d: %s (%s for the application)", t->tcp_fd, why, strerrorname_np(-err));
+	}
+	waitq_ring(t);
+}
+
 static void handle_recv(struct tp *t, uint32_t imm)
 {
 	enum proto_imm_type type;
 	uint32_t v;
 
 	if (proto_imm_decode(imm, &type, &v)) {
-		t->err = -EPROTO;
+		tp_fail(t, -ECONNRESET, "a message the protocol does not know");
 		return;
 	}
 	switch (type) {
@@ -576,7 +607,7 @@ static void handle_recv(struct tp *t, uint32_t imm)
 		/* More data messages outstanding than the sender may have is a
 		 * protocol violation, like a write beyond the credit. */
 		if (t->rx_msg_count >= TP_MAX_DATA_MSGS || ring_produce(&t->rx, v)) {
-			t->err = -EPROTO;
+			tp_fail(t, -ECONNRESET, "the peer wrote beyond its credit");
 			break;
 		}
 		t->rx_msg_end[(t->rx_msg_head + t->rx_msg_count++) % RSOCK_ARRAY_SIZE(t->rx_msg_end)] =
@@ -584,7 +615,7 @@ static void handle_recv(struct tp *t, uint32_t imm)
 		break;
 	case PROTO_IMM_CREDIT:
 		if (ring_remote_ack(&t->peer, v)) {
-			t->err = -EPROTO;
+			tp_fail(t, -ECONNRESET, "the peer credited bytes never sent");
 			break;
 		}
 		while (t->msg_count && t->msg_end[t->msg_head] <= t->peer.acked) {
@@ -694,10 +725,12 @@ static int progress(struct tp *t)
 		atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != IBV_WC_SUCCESS) {
-				if (!t->err)
-					t->err = t->eof || t->peer_gone ? -EPIPE : -ECONNRESET;
-				log_debug("fd %d: completion error %s", t->tcp_fd,
-					  ibv_wc_status_str(wc[i].status));
+				enum ibv_wc_status st = wc[i].status;
+				tp_fail(t,
+					t->eof || t->peer_gone			? -EPIPE
+					: st == IBV_WC_RETRY_EXC_ERR || st == IBV_WC_RNR_RETRY_EXC_ERR ? -ETIMEDOUT
+												 : -ECONNRESET,
+					ibv_wc_status_str(st));
 				continue;
 			}
 			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
@@ -707,8 +740,8 @@ static int progress(struct tp *t)
 				 * has more than TP_MAX_DATA_MSGS data messages
 				 * and a few control ones outstanding). */
 				if (++t->rq_owed >= TP_RQ_BATCH) {
-					if (post_recv_chain(t, t->rq_owed) && !t->err)
-						t->err = -EIO;
+					if (post_recv_chain(t, t->rq_owed))
+						tp_fail(t, -ECONNRESET, "posting receives failed");
 					t->rq_owed = 0;
 				}
 			} else if (wc[i].opcode == IBV_WC_RDMA_WRITE && t->sig_count) {
@@ -721,8 +754,8 @@ static int progress(struct tp *t)
 			}
 		}
 	}
-	if (n < 0 && !t->err)
-		t->err = -EIO;
+	if (n < 0)
+		tp_fail(t, -ECONNRESET, "polling the completion queue failed");
 	if (total || n < 0)
 		waitq_ring(t);
 	return total;
@@ -908,7 +941,7 @@ static int wait_event(struct tp *t, int64_t deadline, int sink)
 	if ((rc = arm(t))) {
 		atomic_fetch_sub(&t->sleepers, 1);
 		if (rc != -EACCES || !creds_lost(t))
-			t->err = -EIO;
+			tp_fail(t, -ECONNRESET, "arming the completion queue failed");
 		return 0;
 	}
 	/* A completion that arrived before the arming raises no event: look
@@ -1806,8 +1839,13 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 				break;
 			}
 		}
-		if (r) {
+		if (r == -ESHUTDOWN) {
 			t->err = (int)r;
+			break;
+		}
+		if (r) {
+			tp_fail(t, -ECONNRESET, "posting a send failed");
+			r = -ECONNRESET;
 			break;
 		}
 		data_msg_posted(t);
@@ -2086,8 +2124,8 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 			pthread_mutex_unlock(&t->lock);
 			return sw_ready(t, seq);
 		}
-		if (rc && !t->err)
-			t->err = -EIO;
+		if (rc)
+			tp_fail(t, -ECONNRESET, "arming the completion queue failed");
 		if (progress(t))
 			ev = ready_locked(t);
 	}

@@ -1,5 +1,6 @@
 /* keycheck.c - a hostile librsock peer: can one stream's peer write into
- * another stream's receive ring? (test/rdma/transport.bats)
+ * another stream's receive ring? What does a protocol violation do to the
+ * stream? (test/rdma/transport.bats)
  *
  *   keycheck server ADDR PORT N        an echo server (run it under librsock):
  *                                      accepts N connections, echoes each in
@@ -15,8 +16,12 @@
  * write: refused (status S)" (the server's device refused the key for that
  * QP) or "cross-stream write: ACCEPTED". Then it sends "ping" on stream 2 the
  * way librsock does (a write with immediate data into the ring it was
- * given) and prints "stream 2: echo ok" when the echo comes back. Exit
- * status: 0 only when the cross write was refused and stream 2 echoed. */
+ * given) and prints "stream 2: echo ok" when the echo comes back. On a
+ * third stream it breaks the protocol (data beyond the ring, after 4 good
+ * bytes) and prints what its TCP connection then says: "stream 3: TCP
+ * ECONNRESET" (the server reset the stream at once), "eof", or "nothing
+ * within 5 s". Exit status: 0 only when the cross write was refused and
+ * stream 2 echoed. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <endian.h>
@@ -302,12 +307,33 @@ static int next_wc(struct stream *s, struct ibv_wc *wc)
 	}
 }
 
+/* Send msg (4 bytes) on s the way librsock sends data, and wait for the echo
+ * server's answer in our ring: 1 when it came back intact. */
+static int echo_of(struct stream *s, const char *msg)
+{
+	struct ibv_wc wc;
+	uint32_t got = 0;
+
+	post(s, s->ack.ring_addr, s->ack.ring_rkey, msg, 4, proto_imm_encode(PROTO_IMM_DATA, 4));
+	while (got < 4 && next_wc(s, &wc)) {
+		enum proto_imm_type type;
+		uint32_t v;
+		if (wc.status != IBV_WC_SUCCESS) {
+			printf("completion status %d (%s)\n", wc.status, ibv_wc_status_str(wc.status));
+			break;
+		}
+		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
+		    proto_imm_decode(ntohl(wc.imm_data), &type, &v) == 0 && type == PROTO_IMM_DATA)
+			got += v;
+	}
+	return got >= 4 && memcmp(s->mem, msg, 4) == 0;
+}
+
 static int client(const char *ip, int port, const char *src_ip)
 {
 	struct sockaddr_in srv = sin_of(ip, port), src = sin_of(src_ip, 0);
-	struct stream s1, s2;
+	struct stream s1, s2, s3;
 	struct ibv_wc wc;
-	uint32_t got = 0;
 	int refused = 0, echoed = 0;
 
 	open_stream(&s1, srv, src);
@@ -327,31 +353,39 @@ static int client(const char *ip, int port, const char *src_ip)
 	}
 
 	/* Stream 2 is untouched: "ping" the way librsock sends data. */
-	post(&s2, s2.ack.ring_addr, s2.ack.ring_rkey, "ping", 4,
-	     proto_imm_encode(PROTO_IMM_DATA, 4));
-	while (got < 4 && next_wc(&s2, &wc)) {
-		enum proto_imm_type type;
-		uint32_t v;
-		if (wc.status != IBV_WC_SUCCESS) {
-			printf("stream 2: completion status %d (%s)\n", wc.status,
-			       ibv_wc_status_str(wc.status));
-			break;
-		}
-		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM &&
-		    proto_imm_decode(ntohl(wc.imm_data), &type, &v) == 0 && type == PROTO_IMM_DATA)
-			got += v;
-	}
-	if (got >= 4 && memcmp(s2.mem, "ping", 4) == 0) {
-		printf("stream 2: echo ok\n");
-		echoed = 1;
+	echoed = echo_of(&s2, "ping");
+	printf(echoed ? "stream 2: echo ok\n" : "stream 2: no echo\n");
+
+	/* Stream 3: a message the protocol forbids (data beyond the ring the
+	 * server gave us) after one it allows. The server's application reads
+	 * the 4 bytes, then ECONNRESET, as after a TCP reset; and we, the
+	 * peer, get that reset on the TCP connection at once, not a clean end
+	 * of stream when the server closes (a librsock peer that waited for
+	 * more data would otherwise wait for ever, or take the stream for
+	 * complete). */
+	open_stream(&s3, srv, src);
+	if (echo_of(&s3, "pong")) {
+		struct pollfd p = {.fd = s3.fd, .events = POLLIN};
+		char c;
+		ssize_t r;
+		post(&s3, s3.ack.ring_addr + 4, s3.ack.ring_rkey, "junk", 4,
+		     proto_imm_encode(PROTO_IMM_DATA, 2 * s3.ack.ring_size));
+		if (poll(&p, 1, 5000) != 1)
+			printf("stream 3: nothing on TCP within 5 s\n");
+		else if ((r = recv(s3.fd, &c, 1, 0)) < 0)
+			printf("stream 3: TCP %s\n", strerrorname_np(errno));
+		else
+			printf("stream 3: TCP %s\n", r ? "bytes" : "eof");
 	} else {
-		printf("stream 2: no echo (%u bytes)\n", got);
+		printf("stream 3: no echo\n");
 	}
 	fflush(stdout);
 	rdma_disconnect(s1.id);
 	rdma_disconnect(s2.id);
+	rdma_disconnect(s3.id);
 	close(s1.fd);
 	close(s2.fd);
+	close(s3.fd);
 	return refused && echoed ? 0 : 1;
 }
 

@@ -1102,15 +1102,20 @@ print(what, round(time.monotonic() - t, 2))
 	grep -q 'receiver' out.txt
 }
 
-@test "a hostile peer cannot write into another stream's ring (one protection domain per stream)" {
+@test "a hostile peer cannot write into another stream's ring (one protection domain per stream); a protocol violation resets the stream, its peer told at once" {
 	# test/progs/keycheck.c speaks the negotiation itself, opens two streams
 	# to a librsock echo server and aims an RDMA WRITE through stream 1's QP
 	# at stream 2's ring with stream 2's key: the server's device must refuse
 	# it, stream 1 must end like a reset TCP stream, stream 2 must go on.
+	# On a third stream it sends 4 bytes, then data beyond the ring: the
+	# server's application reads the 4 bytes, then ECONNRESET (the library
+	# before: EPROTO, which no TCP read returns), and the hostile peer's TCP
+	# connection is reset at once (before: a clean end of stream once the
+	# application closed, the break invisible to the peer).
 	local port
 	port=$(free_port)
 	start_bg srv env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
-		"$PROGS/keycheck" server "$ADDR_B" "$port" 2
+		"$PROGS/keycheck" server "$ADDR_B" "$port" 3
 	local srv=$BG_PID
 	wait_for_port "$port" 15 "$srv"
 	run bounded 30 "$PROGS/keycheck" client "$ADDR_B" "$port" "$ADDR_A"
@@ -1124,6 +1129,9 @@ print(what, round(time.monotonic() - t, 2))
 	# stream 1 ends as a reset (or EOF) for the server, stream 2 echoed its 4 bytes
 	grep -Eq '^conn 1: (error ECONNRESET|eof) after 0 bytes$' "$BATS_TEST_TMPDIR/srv.out"
 	grep -Eq '^conn 2: (eof|error ECONNRESET) after 4 bytes$' "$BATS_TEST_TMPDIR/srv.out"
+	[[ "$output" == *"stream 3: TCP ECONNRESET"* ]]
+	grep -Eq '^conn 3: error ECONNRESET after 4 bytes$' "$BATS_TEST_TMPDIR/srv.out"
+	grep -q 'the peer wrote beyond its credit: the stream is reset' srv.log
 }
 
 @test "short connections reuse registered rings (RSOCK_RING_CACHE), torn down off the closing thread: 12 sequential HTTP fetches, byte-exact" {
