@@ -2455,6 +2455,43 @@ static void teardown(struct tp *t, const char *when)
 	free(t);
 }
 
+/* At exit (init.c's destructor: exit(), or a return from main): what this
+ * process posted on t, a stream it never closed, reaches the peer before
+ * the kernel destroys the QP with the process. A device executes a post
+ * after the call returned, and a QP destroyed with work queued drops it,
+ * where kernel TCP keeps a dead process's sent bytes and delivers them.
+ * (Soft-RoCE does a post's work inside the call, so nothing is ever left
+ * there.) No FIN: the kernel's closing of the control connection tells the
+ * end, as for a process killed. A stream another thread is in, or whose
+ * owner is another process (a forked child; the pid is the kernel's, for a
+ * vfork child that calls exit()), is passed over. */
+void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
+{
+	unsigned busy;
+
+	if (t->owner != self || pthread_mutex_trylock(&t->lock))
+		return;
+	busy = t->sq_busy;
+	while (t->up && t->qp && !tp_switched(t) && !t->err && !t->peer_gone && t->sq_busy &&
+	       !timed_out(until_ns)) {
+		if (progress(t))
+			continue;
+		/* Completions are signalled every so often: ask for one. */
+		if (!t->sig_count && t->sq_busy < TP_SQ_DEPTH && post_fence(t))
+			break;
+		rsock_real.poll(NULL, 0, 1);
+	}
+	if (busy)
+		log_debug("fd %d: at exit, %u posted writes awaited: %u left", t->tcp_fd, busy,
+			  t->sq_busy);
+	pthread_mutex_unlock(&t->lock);
+}
+
+int64_t tp_now_ns(void)
+{
+	return mono_ns();
+}
+
 void tp_fork_lock(void)
 {
 	pthread_mutex_lock(&set_lock);

@@ -467,6 +467,12 @@ int tp_reap(void);
  * parent's; drop our copies (and our copies of their descriptors). */
 void tp_reap_fork_child(void);
 
+/* At exit: let what this process posted on t complete (bounded by
+ * until_ns, CLOCK_MONOTONIC: tp_now_ns()); t stays open. self: the
+ * process's id from the kernel. */
+void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns);
+int64_t tp_now_ns(void);
+
 /* For init.c's pthread_atfork handlers: the ring cache's lock is held
  * across fork(). */
 void tp_fork_lock(void);
