@@ -118,10 +118,13 @@ RSOCK_EXPORT void closefrom(int lo)
  * stream (nothing, or the client's hello on a server's stream not yet
  * settled) and write past the library; the same holds for another process
  * the descriptor is sent to (SCM_RIGHTS, io.c). The stream goes to kernel
- * TCP first (shim_to_tcp, shim.h). (A dup onto descriptor 0 or 1 does
- * not count: bash does that for every redirection of a builtin, and reads
- * with read(); a program that reads stdin with stdio after such a dup is
- * not seen.) */
+ * TCP first (shim_to_tcp, shim.h). So does a stream put on descriptor 1
+ * or 2 (dup_track): stdout and stderr write there, and bash's builtins
+ * (echo, printf) write through stdout after `>&3` (dup2(3, 1)): the bytes
+ * went on the quiet kernel socket, where the peer's library dropped them
+ * as stray control bytes. (A dup onto descriptor 0 does not count: bash
+ * makes one for every `read line <&3` and reads with read(); a program
+ * that reads stdin with stdio after such a dup is not seen.) */
 struct tp *shim_to_tcp(struct conn *c, int fd, const char *who)
 {
 	struct tp *t;
@@ -189,6 +192,8 @@ static void dup_track(int oldfd, int newfd)
 	}
 	if (fdtab_insert(newfd, c))
 		log_warn_rl("dup: fd %d cannot be tracked", newfd);
+	else if (newfd == STDOUT_FILENO || newfd == STDERR_FILENO)
+		shim_to_tcp(c, newfd, newfd == STDOUT_FILENO ? "stdout" : "stderr");
 	conn_unref(c);
 }
 

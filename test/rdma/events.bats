@@ -359,6 +359,37 @@ CONF
 	rdma_crossed 50
 }
 
+@test "bash /dev/tcp: what builtins write (echo >&3, printf >&3: stdio on descriptor 1) reaches the server, the stream on TCP first" {
+	# bash runs a builtin's redirection as dup2(3, 1) and the builtin
+	# writes through stdout, inside libc: no interposer sees that write.
+	# Before session 30 the bytes went on the kernel socket of an RDMA
+	# stream, where the server's library dropped them as stray control
+	# bytes ("unexpected bytes on the control connection"): the request
+	# was lost and the shell waited for an answer for ever. A stream put
+	# on descriptor 1 or 2 now moves to TCP first, as one given to fdopen.
+	require_cmd python3
+	local port
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) PYTHONPATH="$BATS_TEST_DIRNAME" python3 -c '
+import echoes, sys
+l = echoes.listener(sys.argv[1], int(sys.argv[2]))
+c, _ = l.accept()
+echoes.echo_to_eof(c)' "$ADDR_B" "$port"
+	wait_for_port "$port" 20 "$BG_PID"
+	run bounded 30 env $(rsock_env sh) RSOCK_LOG_LEVEL=debug bash -c '
+		exec 3<>"/dev/tcp/$1/$2"
+		echo one >&3
+		read -r -t 10 x <&3
+		printf "%s\n" two >&3
+		read -r -t 10 y <&3
+		echo "$x $y"
+		exec 3>&-' sh "$ADDR_B" "$port"
+	echo "$output"
+	[ "$output" = "one two" ]
+	wait_bg "$BG_PID" 30 || { bg_output "$BG_PID"; false; }
+	! grep -q 'unexpected bytes' srv.log || false
+}
+
 # cpu_ticks PID: user + system clock ticks the process has used.
 cpu_ticks() {
 	awk '{ print $14 + $15 }' "/proc/$1/stat"
