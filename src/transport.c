@@ -1264,9 +1264,16 @@ static int read_switch(struct tp *t, uint64_t *total, int64_t deadline)
  * are the prefix and the kernel socket carries the rest, both ways. On
  * failure the kernel socket is shut down both ways (the application sees
  * EOF and EPIPE, never bytes out of order) and -errno returned. */
+static int switch_within(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline);
+
 static int switch_locked(struct tp *t, int have_total, uint64_t peer_total)
 {
-	int64_t deadline = mono_ms() + TP_SWITCH_MS;
+	return switch_within(t, have_total, peer_total, mono_ms() + TP_SWITCH_MS);
+}
+
+/* switch_locked, bounded by deadline (CLOCK_MONOTONIC ms). */
+static int switch_within(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline)
+{
 	int rc = 0;
 
 	if (tp_switched(t))
@@ -2468,9 +2475,28 @@ static void teardown(struct tp *t, const char *when)
 void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
 {
 	unsigned busy;
+	int published, pfd = -1;
 
 	if (t->owner != self || pthread_mutex_trylock(&t->lock))
 		return;
+	/* A child forked since the stream came up may hold the socket and go
+	 * on using it (a client that forks and exits, as `( ... ) & exit` in
+	 * a shell does): as close() does, the stream moves to TCP for it
+	 * (within what is left of the exit's bound). Bytes unread here are
+	 * out of the child's reach once this process is gone (it gets EIO,
+	 * as it did before for every such stream); with none it goes on. */
+	published = t->fork_gen != atomic_load(&ho_forks) && t->up && !tp_switched(t) && !t->err &&
+		    !t->peer_gone && t->peer_version >= PROTO_VERSION_SWITCH &&
+		    until_ns - mono_ns() > 50 * 1000000LL &&
+		    switch_within(t, 0, 0, until_ns / 1000000) == 0;
+	if (published && (pfd = tp_prefix_fd(t)) >= 0)
+		t->pre = NULL; /* an orphan now, left open: doc/design.md section 6 */
+	if (published) {
+		pthread_mutex_unlock(&t->lock);
+		ho_publish(t, pfd); /* (lock order: the hand-over lock before the stream's) */
+		log_debug("fd %d: at exit, moved to TCP for a child that may hold it", t->tcp_fd);
+		return;
+	}
 	busy = t->sq_busy;
 	while (t->up && t->qp && !tp_switched(t) && !t->err && !t->peer_gone && t->sq_busy &&
 	       !timed_out(until_ns)) {

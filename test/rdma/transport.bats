@@ -842,6 +842,35 @@ nb_pair() {
 	stats_only_rdma fw-srv.log
 }
 
+@test "a client that forks and exits without closing (exit(), as a shell's \`( ... ) & exit\`): the child goes on with the stream, as over kernel TCP" {
+	require_cmd python3
+	# test/rdma/forkexit.py: an exchange over RDMA, fork, the parent
+	# exits with the stream open; the child exchanges a second later.
+	# Before session 30 the owner took the verbs objects with it and the
+	# child got EIO; the exit now hands the stream to TCP, as close() does.
+	local port path pre
+	for path in tcp rdma; do
+		pre=()
+		[ "$path" = rdma ] && pre=(LD_PRELOAD="$(rsock_preload_value)")
+		port=$(free_port)
+		start_bg "srv-$path" env "${pre[@]}" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv-$path.log" \
+			PYTHONPATH="$BATS_TEST_DIRNAME" python3 -c '
+import echoes, sys
+l = echoes.listener(sys.argv[1], int(sys.argv[2]))
+c, _ = l.accept()
+echoes.echo_to_eof(c)' "$ADDR_B" "$port"
+		wait_for_port "$port" 15 "$BG_PID"
+		bounded 30 env "${pre[@]}" RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli-$path.log" \
+			python3 "$BATS_TEST_DIRNAME/forkexit.py" "$ADDR_B" "$port" "$ADDR_A" >"cli-$path.out"
+		wait_bg "$BG_PID" 30 || { bg_output "$BG_PID"; false; }
+		cat "cli-$path.out"
+		grep -qx "parent got b'hello'" "cli-$path.out"
+		grep -qx "child got b'child!'" "cli-$path.out"
+	done
+	grep -q 'carried by RDMA' cli-rdma.log
+	grep -q 'at exit, moved to TCP for a child' cli-rdma.log
+}
+
 @test "epoll wakes for the TCP bytes that follow a hand-over: a stream registered (level and edge) while on RDMA, then handed to TCP by a splice into it (as haproxy's splice-auto does)" {
 	require_cmd python3
 	# test/rdma/hoepoll.py: the server registers the stream, splices one
