@@ -13,6 +13,9 @@ import sys
 import time
 import socket
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import echoes  # noqa: E402
+
 host, port, src = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 s = socket.create_connection((host, port), source_address=(src, 0))
 s.sendall(b"hello")
@@ -21,13 +24,7 @@ if os.fork() == 0:
     time.sleep(1)
     try:
         s.sendall(b"child!")
-        got = b""
-        while len(got) < 6:
-            d = s.recv(6 - len(got))
-            if not d:
-                break
-            got += d
-        print("child got", got, flush=True)
+        print("child got", echoes.read_exact(s, 6), flush=True)
     except OSError as e:
         print("child error", e, flush=True)
     s.close()
