@@ -573,16 +573,19 @@ static void waitq_ring(struct tp *t);
  * peer is told at once, by a reset of the control connection (connect()
  * with AF_UNSPEC, which keeps the application's descriptor): a peer left
  * waiting would otherwise hang, or take the end of the stream for a clean
- * one when this process closes it (doc/design.md section 5). Caller holds
- * t->lock. */
-static void tp_fail(struct tp *t, int err, const char *why)
+ * one when this process closes it (doc/design.md section 5). Not for
+ * reset == 0 (flushed work requests: the QP went to its error state, after
+ * an error seen first or because the peer disconnected, as it does once a
+ * hand-over is done), nor during a hand-over (the control connection is
+ * about to carry the stream). Caller holds t->lock. */
+static void tp_fail(struct tp *t, int err, const char *why, int reset)
 {
 	if (t->err)
 		return;
 	t->err = err;
 	atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
-	if (err != -EPIPE && t->up && !t->peer_gone && !t->eof && !tp_switched(t) &&
-	    t->owner == rsock_pid()) {
+	if (reset && err != -EPIPE && t->up && !t->peer_gone && !t->eof && !tp_switched(t) &&
+	    !t->switching && t->owner == rsock_pid()) {
 		struct sockaddr sa = {.sa_family = AF_UNSPEC};
 		log_warn_rl("fd %d: %s: the stream is reset, its peer told (%s for the application)",
 			    t->tcp_fd, why, strerrorname_np(-err));
@@ -599,7 +602,7 @@ static void handle_recv(struct tp *t, uint32_t imm)
 	uint32_t v;
 
 	if (proto_imm_decode(imm, &type, &v)) {
-		tp_fail(t, -ECONNRESET, "a message the protocol does not know");
+		tp_fail(t, -ECONNRESET, "a message the protocol does not know", 1);
 		return;
 	}
 	switch (type) {
@@ -607,7 +610,7 @@ static void handle_recv(struct tp *t, uint32_t imm)
 		/* More data messages outstanding than the sender may have is a
 		 * protocol violation, like a write beyond the credit. */
 		if (t->rx_msg_count >= TP_MAX_DATA_MSGS || ring_produce(&t->rx, v)) {
-			tp_fail(t, -ECONNRESET, "the peer wrote beyond its credit");
+			tp_fail(t, -ECONNRESET, "the peer wrote beyond its credit", 1);
 			break;
 		}
 		t->rx_msg_end[(t->rx_msg_head + t->rx_msg_count++) % RSOCK_ARRAY_SIZE(t->rx_msg_end)] =
@@ -615,7 +618,7 @@ static void handle_recv(struct tp *t, uint32_t imm)
 		break;
 	case PROTO_IMM_CREDIT:
 		if (ring_remote_ack(&t->peer, v)) {
-			tp_fail(t, -ECONNRESET, "the peer credited bytes never sent");
+			tp_fail(t, -ECONNRESET, "the peer credited bytes never sent", 1);
 			break;
 		}
 		while (t->msg_count && t->msg_end[t->msg_head] <= t->peer.acked) {
@@ -730,7 +733,7 @@ static int progress(struct tp *t)
 					t->eof || t->peer_gone			? -EPIPE
 					: st == IBV_WC_RETRY_EXC_ERR || st == IBV_WC_RNR_RETRY_EXC_ERR ? -ETIMEDOUT
 												 : -ECONNRESET,
-					ibv_wc_status_str(st));
+					ibv_wc_status_str(st), st != IBV_WC_WR_FLUSH_ERR);
 				continue;
 			}
 			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
@@ -741,7 +744,7 @@ static int progress(struct tp *t)
 				 * and a few control ones outstanding). */
 				if (++t->rq_owed >= TP_RQ_BATCH) {
 					if (post_recv_chain(t, t->rq_owed))
-						tp_fail(t, -ECONNRESET, "posting receives failed");
+						tp_fail(t, -ECONNRESET, "posting receives failed", 1);
 					t->rq_owed = 0;
 				}
 			} else if (wc[i].opcode == IBV_WC_RDMA_WRITE && t->sig_count) {
@@ -755,7 +758,7 @@ static int progress(struct tp *t)
 		}
 	}
 	if (n < 0)
-		tp_fail(t, -ECONNRESET, "polling the completion queue failed");
+		tp_fail(t, -ECONNRESET, "polling the completion queue failed", 1);
 	if (total || n < 0)
 		waitq_ring(t);
 	return total;
@@ -941,7 +944,7 @@ static int wait_event(struct tp *t, int64_t deadline, int sink)
 	if ((rc = arm(t))) {
 		atomic_fetch_sub(&t->sleepers, 1);
 		if (rc != -EACCES || !creds_lost(t))
-			tp_fail(t, -ECONNRESET, "arming the completion queue failed");
+			tp_fail(t, -ECONNRESET, "arming the completion queue failed", 1);
 		return 0;
 	}
 	/* A completion that arrived before the arming raises no event: look
@@ -1265,6 +1268,7 @@ static int read_switch(struct tp *t, uint64_t *total, int64_t deadline)
  * failure the kernel socket is shut down both ways (the application sees
  * EOF and EPIPE, never bytes out of order) and -errno returned. */
 static int switch_within(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline);
+static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline);
 
 static int switch_locked(struct tp *t, int have_total, uint64_t peer_total)
 {
@@ -1273,6 +1277,16 @@ static int switch_locked(struct tp *t, int have_total, uint64_t peer_total)
 
 /* switch_locked, bounded by deadline (CLOCK_MONOTONIC ms). */
 static int switch_within(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline)
+{
+	int rc;
+
+	t->switching = 1;
+	rc = switch_steps(t, have_total, peer_total, deadline);
+	t->switching = 0;
+	return rc;
+}
+
+static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline)
 {
 	int rc = 0;
 
@@ -1851,7 +1865,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			break;
 		}
 		if (r) {
-			tp_fail(t, -ECONNRESET, "posting a send failed");
+			tp_fail(t, -ECONNRESET, "posting a send failed", 1);
 			r = -ECONNRESET;
 			break;
 		}
@@ -2132,7 +2146,7 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 			return sw_ready(t, seq);
 		}
 		if (rc)
-			tp_fail(t, -ECONNRESET, "arming the completion queue failed");
+			tp_fail(t, -ECONNRESET, "arming the completion queue failed", 1);
 		if (progress(t))
 			ev = ready_locked(t);
 	}

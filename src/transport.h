@@ -269,6 +269,7 @@ struct tp {
 	int err;                     /* sticky -errno: -ECONNRESET, -EIO ... */
 	int rd_shut;                 /* shutdown(SHUT_RD): reads end once the ring is empty */
 	int zc_off;                  /* registering a send's buffer failed: copy from now */
+	int switching;               /* in switch_within: the control connection is TCP's next */
 
 	/* Readiness plumbing for poll and epoll (event.c, epoll.c). */
 	_Atomic int armed;           /* a completion event is requested or pending */
