@@ -1221,6 +1221,27 @@ static int post_fence(struct tp *t)
 	return 0;
 }
 
+/* Until everything posted on t has completed (a signalled fence asked for
+ * when nothing signalled is outstanding), or an error, or deadline
+ * (CLOCK_MONOTONIC ms). 0, -ETIMEDOUT, or post_fence's -errno. Caller holds
+ * the lock. */
+static int await_posted(struct tp *t, int64_t deadline)
+{
+	int rc = 0;
+
+	while (t->sq_busy && !t->err && !rc) {
+		if (progress(t))
+			continue;
+		if (!t->sig_count && t->sq_busy < TP_SQ_DEPTH && (rc = post_fence(t)))
+			break;
+		if (mono_ms() > deadline)
+			rc = -ETIMEDOUT;
+		else
+			rsock_real.poll(NULL, 0, 1);
+	}
+	return rc;
+}
+
 /* Read the peer's SWITCH from the control connection, exactly its bytes
  * (application data follows it), absorbing RDMA completions meanwhile.
  * 0 and *total; -EPIPE or -ECONNRESET when the peer closed its socket
@@ -1299,22 +1320,12 @@ static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64
 		size_t off = 0;
 
 		/* 1. Everything we posted has landed in the peer's ring. */
-		while (t->sq_busy && !t->err && !rc) {
-			if (progress(t))
-				continue;
-			if (!t->sig_count && t->sq_busy < TP_SQ_DEPTH && (rc = post_fence(t))) {
-				/* The device refuses this process (creds_lost): what
-				 * it posted is in the send queue, and the peer waits
-				 * for every byte up to our total (its step 4). */
-				if (rc == -EACCES)
-					rc = 0;
-				break;
-			}
-			if (mono_ms() > deadline)
-				rc = -ETIMEDOUT;
-			else
-				rsock_real.poll(NULL, 0, 1);
-		}
+		rc = await_posted(t, deadline);
+		/* The device refuses this process (creds_lost): what it posted
+		 * is in the send queue, and the peer waits for every byte up
+		 * to our total (its step 4). */
+		if (rc == -EACCES)
+			rc = 0;
 		if (t->err && !rc)
 			rc = t->err;
 		/* 2. Say where our RDMA bytes end; TCP carries what follows. */
@@ -2364,6 +2375,23 @@ void tp_reap_fork_child(void)
 	}
 }
 
+/* forked: a child forked since t came up may hold the socket. Then the
+ * stream moves to TCP for it (by deadline, CLOCK_MONOTONIC ms), and what
+ * was not read stays for it in the prefix, left open (*pfd; -1 if none).
+ * Returns 1 when so: the caller publishes it (ho_publish) once it has
+ * released the lock (the hand-over lock comes before the stream's).
+ * Caller holds t->lock. */
+static int switch_for_children(struct tp *t, int forked, int64_t deadline, int *pfd)
+{
+	*pfd = -1;
+	if (!forked || !t->up || tp_switched(t) || t->err || t->peer_gone ||
+	    t->peer_version < PROTO_VERSION_SWITCH || switch_within(t, 0, 0, deadline))
+		return 0;
+	if ((*pfd = tp_prefix_fd(t)) >= 0)
+		t->pre = NULL; /* an orphan now, left open: doc/design.md section 6 */
+	return 1;
+}
+
 void tp_close(struct tp *t, int abort)
 {
 	int forked, published, pfd = -1;
@@ -2381,12 +2409,9 @@ void tp_close(struct tp *t, int abort)
 	 * what was not read stays for the child (the prefix is kept open). */
 	forked = t->fork_gen != atomic_load(&ho_forks);
 	pthread_mutex_lock(&t->lock);
-	published = forked && t->up && !tp_switched(t) && !t->err && !t->peer_gone &&
-		    t->peer_version >= PROTO_VERSION_SWITCH && switch_locked(t, 0, 0) == 0;
-	if (published && (pfd = tp_prefix_fd(t)) >= 0)
-		t->pre = NULL; /* an orphan now, left open: doc/design.md section 6 */
+	published = switch_for_children(t, forked, mono_ms() + TP_SWITCH_MS, &pfd);
 	pthread_mutex_unlock(&t->lock);
-	if (published) /* (lock order: the hand-over lock before the stream's) */
+	if (published)
 		ho_publish(t, pfd);
 	ho_unregister(t, forked);
 	pthread_mutex_lock(&t->lock);
@@ -2489,7 +2514,7 @@ static void teardown(struct tp *t, const char *when)
 void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
 {
 	unsigned busy;
-	int published, pfd = -1;
+	int pfd;
 
 	if (t->owner != self || pthread_mutex_trylock(&t->lock))
 		return;
@@ -2499,28 +2524,16 @@ void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
 	 * (within what is left of the exit's bound). Bytes unread here are
 	 * out of the child's reach once this process is gone (it gets EIO,
 	 * as it did before for every such stream); with none it goes on. */
-	published = t->fork_gen != atomic_load(&ho_forks) && t->up && !tp_switched(t) && !t->err &&
-		    !t->peer_gone && t->peer_version >= PROTO_VERSION_SWITCH &&
-		    until_ns - mono_ns() > 50 * 1000000LL &&
-		    switch_within(t, 0, 0, until_ns / 1000000) == 0;
-	if (published && (pfd = tp_prefix_fd(t)) >= 0)
-		t->pre = NULL; /* an orphan now, left open: doc/design.md section 6 */
-	if (published) {
+	if (until_ns - mono_ns() > 50 * 1000000LL &&
+	    switch_for_children(t, t->fork_gen != atomic_load(&ho_forks), until_ns / 1000000, &pfd)) {
 		pthread_mutex_unlock(&t->lock);
-		ho_publish(t, pfd); /* (lock order: the hand-over lock before the stream's) */
+		ho_publish(t, pfd);
 		log_debug("fd %d: at exit, moved to TCP for a child that may hold it", t->tcp_fd);
 		return;
 	}
 	busy = t->sq_busy;
-	while (t->up && t->qp && !tp_switched(t) && !t->err && !t->peer_gone && t->sq_busy &&
-	       !timed_out(until_ns)) {
-		if (progress(t))
-			continue;
-		/* Completions are signalled every so often: ask for one. */
-		if (!t->sig_count && t->sq_busy < TP_SQ_DEPTH && post_fence(t))
-			break;
-		rsock_real.poll(NULL, 0, 1);
-	}
+	if (t->up && t->qp && !tp_switched(t) && !t->peer_gone)
+		await_posted(t, until_ns / 1000000);
 	if (busy)
 		log_debug("fd %d: at exit, %u posted writes awaited: %u left", t->tcp_fd, busy,
 			  t->sq_busy);
