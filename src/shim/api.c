@@ -5,9 +5,9 @@
 #include <fcntl.h>
 #include <string.h>
 
-#include "shim.h"
+#include "shim/shim.h"
 
-#include "../stats.h"
+#include "base/stats.h"
 #include "rsock/rsock.h"
 
 RSOCK_EXPORT const char *rsock_version(void)

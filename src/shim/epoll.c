@@ -5,9 +5,9 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
-#include "shim.h"
+#include "shim/shim.h"
 
-#include "../epoll.h"
+#include "event/epoll.h"
 
 /* A new epoll descriptor (or -1 from libc) is tracked; errno is kept. */
 static int track_new(int fd)

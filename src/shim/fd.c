@@ -14,11 +14,11 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
-#include "shim.h"
+#include "shim/shim.h"
 
-#include "../handover.h"
-#include "../log.h"
-#include "../transport.h"
+#include "path/handover.h"
+#include "base/log.h"
+#include "path/rdma/transport.h"
 
 void shim_forget(int fd)
 {

@@ -18,12 +18,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#include "shim.h"
+#include "shim/shim.h"
 
-#include "../cm.h"
-#include "../log.h"
-#include "../stats.h"
-#include "../transport.h"
+#include "negotiate/cm.h"
+#include "base/log.h"
+#include "base/stats.h"
+#include "path/rdma/transport.h"
 
 /* ---- the dispatcher --------------------------------------------------------- */
 

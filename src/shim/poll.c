@@ -4,9 +4,9 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
-#include "shim.h"
+#include "shim/shim.h"
 
-#include "../event.h"
+#include "event/event.h"
 
 #include <sys/resource.h>
 

@@ -5,11 +5,11 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
-#include "shim.h"
+#include "shim/shim.h"
 
-#include "../handover.h"
-#include "../log.h"
-#include "../transport.h"
+#include "path/handover.h"
+#include "base/log.h"
+#include "path/rdma/transport.h"
 
 RSOCK_EXPORT pid_t fork(void)
 {

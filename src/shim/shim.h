@@ -21,11 +21,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../compiler.h"
-#include "../conn.h"
-#include "../fdtab.h"
-#include "../init.h"
-#include "../real.h"
+#include "base/compiler.h"
+#include "core/conn.h"
+#include "core/fdtab.h"
+#include "core/init.h"
+#include "base/real.h"
 
 static inline int shim_fast(int fd)
 {

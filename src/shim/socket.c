@@ -4,15 +4,15 @@
 #endif
 #include <poll.h>
 
-#include "shim.h"
+#include "shim/shim.h"
 
 
-#include "../cm.h"
-#include "../config.h"
-#include "../epoll.h"
-#include "../log.h"
-#include "../stats.h"
-#include "../transport.h"
+#include "negotiate/cm.h"
+#include "base/config.h"
+#include "event/epoll.h"
+#include "base/log.h"
+#include "base/stats.h"
+#include "path/rdma/transport.h"
 
 struct conn *shim_track_new(int fd, int domain, enum conn_role role, enum conn_path path,
 			    int nonblock)

@@ -25,8 +25,8 @@
 
 #include <rsock/rsock.h>
 
-#include "proto.h"
-#include "ring.h"
+#include "base/proto.h"
+#include "base/ring.h"
 
 #define CHECK(cond)                                                                   \
 	do {                                                                          \

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run-fuzz.sh [SECONDS] - fuzz the wire decoders and the rings with libFuzzer.
 #
-# Builds test/fuzz/fuzz_proto.c with src/proto.c and src/ring.c using
+# Builds test/fuzz/fuzz_proto.c with src/base/proto.c and src/base/ring.c using
 # clang -fsanitize=fuzzer,address,undefined, writes a seed corpus (the target's
 # built-in one, via a plain build of the same file), and fuzzes for SECONDS
 # (default 20). Exits non-zero when the target crashes or an invariant fails;
@@ -23,7 +23,7 @@ else
 fi
 mkdir -p "$work/corpus"
 
-srcs="$top/test/fuzz/fuzz_proto.c $top/src/proto.c $top/src/ring.c"
+srcs="$top/test/fuzz/fuzz_proto.c $top/src/base/proto.c $top/src/base/ring.c"
 flags="-std=gnu11 -g -O1 -fno-omit-frame-pointer -I$top/include -I$top/src -Wall -Wextra -Wno-unused-parameter"
 
 # shellcheck disable=SC2086

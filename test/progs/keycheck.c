@@ -41,7 +41,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include "../../src/proto.h"
+#include "base/proto.h"
 
 #define RING 65536
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "transport.h"
+#include "path/rdma/transport.h"
 
 #define US 1000
 

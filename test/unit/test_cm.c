@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "cm.h"
+#include "negotiate/cm.h"
 
 static char root[64];
 

@@ -7,8 +7,8 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 static void test_mode(void **state)
 {

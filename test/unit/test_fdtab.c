@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "conn.h"
-#include "fdtab.h"
+#include "core/conn.h"
+#include "core/fdtab.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

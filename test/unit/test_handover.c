@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "handover.h"
-#include "real.h"
+#include "path/handover.h"
+#include "base/real.h"
 
 static uint8_t data[10000];
 

@@ -14,7 +14,7 @@
 #pragma GCC diagnostic ignored "-Wformat-security"
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
 
-#include "log.h"
+#include "base/log.h"
 
 static void test_format(void **state)
 {

@@ -12,8 +12,8 @@
 
 #include <rsock/rsock.h>
 
-#include "proto.h"
-#include "ring.h"
+#include "base/proto.h"
+#include "base/ring.h"
 
 static void put16(uint8_t *p, uint16_t v)
 {

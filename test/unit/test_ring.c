@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "ring.h"
+#include "base/ring.h"
 
 #define SZ RING_MIN_SIZE
 

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "rules.h"
+#include "base/rules.h"
 
 static struct rules_rule parse_ok(const char *line)
 {

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "stats.h"
+#include "base/stats.h"
 
 #define ADDS 2000
 

@@ -1,0 +1,17 @@
+## src/base: leaf utilities: logging, libc entry points, configuration, rules, counters, rings, the wire format.
+librsock_core_la_SOURCES += \
+	src/base/compiler.h \
+	src/base/log.c \
+	src/base/log.h \
+	src/base/real.c \
+	src/base/real.h \
+	src/base/config.c \
+	src/base/config.h \
+	src/base/rules.c \
+	src/base/rules.h \
+	src/base/stats.c \
+	src/base/stats.h \
+	src/base/ring.c \
+	src/base/ring.h \
+	src/base/proto.c \
+	src/base/proto.h

@@ -1,0 +1,25 @@
+/* stats.h - process-wide counters behind rsock_stats_get() and RSOCK_STATS=1. */
+#ifndef RSOCK_STATS_H
+#define RSOCK_STATS_H
+
+#include <stdint.h>
+
+#include "base/compiler.h"
+#include "rsock/rsock.h"
+
+void stats_add_bytes(int rdma, int tx, uint64_t n);
+void stats_stream(int rdma);
+void stats_fallback(enum rsock_fallback_reason why);
+void stats_registered(int64_t delta);
+void stats_handover(void);
+void stats_cq_event(void);
+void stats_cq_arm(void);
+void stats_zcopy(uint64_t n);
+/* In a fork child: the other threads' per-thread shards are free again. */
+void stats_fork_child(void);
+/* Fill st completely (current version). */
+void stats_snapshot(struct rsock_stats *st);
+/* Print the counters to the log destination, whatever the log level. */
+void stats_print(void);
+
+#endif

@@ -1,0 +1,482 @@
+/* transport.h - the RDMA data path of one stream: registered rings, RDMA
+ * WRITE WITH IMMEDIATE into the peer's ring, credits, completions, waiting.
+ *
+ * A struct tp is created by cm.c during the handshake (tp_new), gets its QP
+ * from rdma_cm (tp_qp_ready), and is then driven by the shims through
+ * tp_send/tp_recv. All functions return -errno on failure. One mutex (tp->lock)
+ * protects the whole object; it is released while a caller sleeps in poll(). */
+#ifndef RSOCK_TRANSPORT_H
+#define RSOCK_TRANSPORT_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "base/compiler.h"
+#include "base/proto.h"
+#include "base/ring.h"
+
+/* Receives posted: the peer's data messages (at most TP_MAX_DATA_MSGS
+ * unacknowledged), its credits (at worst one per data message of ours it
+ * read: TP_MAX_DATA_MSGS), FIN and RESET, and the receives consumed but not
+ * yet posted again (fewer than TP_RQ_BATCH). */
+#define TP_RQ_DEPTH 144
+#define TP_SQ_DEPTH 128
+#define TP_SIGNAL_EVERY 32
+/* Part of the wire protocol: a receiver takes one more as an error (see
+ * doc/design.md section 9). */
+#define TP_MAX_DATA_MSGS 63
+/* Receives are posted again in chains of this many (doc/design.md section 9). */
+#define TP_RQ_BATCH 16
+_Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "receive queue headroom");
+#define TP_MAX_CHUNK (32u * 1024) /* the largest copied data message (doc/design.md section 9) */
+/* The largest inline data message (the QP asks for this much, and the
+ * send path gathers one in a stack buffer of this size). */
+#define TP_INLINE_MAX 256u
+/* The inline limit a stream uses, from what the provider reported when it
+ * made the QP: that can be more than asked (mlx5 reports what its work
+ * request's 64-byte blocks hold, some tens of bytes more than the 256
+ * asked), and TP_INLINE_MAX is what the stack buffer holds. */
+static inline uint32_t tp_inline_limit(uint32_t reported)
+{
+	return reported < TP_INLINE_MAX ? reported : TP_INLINE_MAX;
+}
+/* The largest data message written from a registered application buffer
+ * (a span without the copy), at most half the peer's ring (section 9). */
+#define TP_MAX_ZC_CHUNK (128u * 1024)
+
+/* Settings from the environment (config.c fills them). */
+struct tp_settings {
+	unsigned poll_us;     /* RSOCK_POLL_US: busy-poll before blocking, microseconds (0: never) */
+	unsigned poll_max_us; /* RSOCK_POLL_MAX_US: ceiling of the adaptive busy-poll (0: fixed) */
+	unsigned ring_cache;  /* RSOCK_RING_CACHE: registered ring sets kept for reuse */
+	unsigned zcopy_kb;    /* RSOCK_ZCOPY_KB: blocking sends of a buffer this long go
+	                         without the copy (0: never) */
+};
+extern struct tp_settings tp_settings RSOCK_HIDDEN;
+
+/* Set once the kernel refused a verbs command of this process with EACCES:
+ * the process changed its credentials (setuid, setgid, setgroups...) after
+ * it opened the RDMA device, and the kernel accepts write()-based commands
+ * (soft-RoCE's post_send and req_notify_cq, every rdma_cm command) only
+ * from the credentials the file was opened with. Its RDMA streams move to
+ * TCP; new streams stay on TCP (cm.c). doc/design.md section 6. */
+extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
+
+/* Adaptive busy-poll (doc/design.md section 9). A waiter that usually gets
+ * its event soon (avg_ns: the recent time from starting to wait to the
+ * event, an EWMA; dev_ns: the mean deviation from it, as TCP keeps its
+ * round trip's, RFC 6298) spins up to the average and four deviations, and
+ * at least twice the average, within [RSOCK_POLL_US, RSOCK_POLL_MAX_US]:
+ * the late events of a jittery path are caught too; one whose waits are
+ * longer than the ceiling (an idle stream) spins only RSOCK_POLL_US, except every TP_PROBE_EVERY-th wait,
+ * which spins the ceiling (a probe). A wait that sleeps also pays the
+ * wake-up, which can be longer than the wait itself (350 us in a TCG
+ * guest): it counts as at most just beyond the ceiling, so that one sleep
+ * near the ceiling does not stop the spinning, and an event caught spinning
+ * while the average is beyond the ceiling sets the average to its time.
+ * Without that, a waiter whose events came back within the ceiling went on
+ * looking slower than it for ever (bench/results/changes.md). One per
+ * stream (blocking calls) and one per epoll instance. */
+#define TP_PROBE_EVERY 8
+/* A spin that has lasted this long yields the CPU (sched_yield) each time
+ * it reads the clock: when the thread that makes the event (the peer, on
+ * the same host) shares this CPU, it gets to run at once instead of after
+ * the spin (a 64 B ping-pong with both ends on one CPU of the guest: p50
+ * 1.48 ms, 0.43 ms yielding; kernel TCP 0.22 ms). Shorter spins do not
+ * yield: a system call every 16th poll cost the guest's 64 B round trip
+ * 3-12 us when both ends have CPUs of their own (design.md section 9). */
+#define TP_YIELD_AFTER_NS 50000
+static inline void tp_spin_yield(int64_t spun_ns)
+{
+	if (spun_ns >= TP_YIELD_AFTER_NS)
+		sched_yield();
+}
+struct tp_adapt {
+	_Atomic uint32_t avg_ns;
+	_Atomic uint32_t dev_ns; /* mean deviation of the waits from avg_ns */
+	_Atomic uint32_t beyond; /* waits started with avg_ns beyond the ceiling */
+	_Atomic int quiet;       /* the last wait timed out with no event: no probe */
+};
+
+/* How a wait ended (tp_wait_note). */
+enum tp_wait_end {
+	TP_WAIT_SPUN,    /* its event was caught spinning */
+	TP_WAIT_SLEPT,   /* it slept, and its event woke it */
+	TP_WAIT_TIMEOUT, /* it slept, and no event came: a quiet stream */
+};
+
+/* Just beyond the ceiling: what a wait that slept counts for at most. */
+static inline uint32_t tp_adapt_beyond_ns(void)
+{
+	return tp_settings.poll_max_us * 1000u + 1000u;
+}
+
+/* A new waiter starts beyond the ceiling: its first wait is a probe. */
+static inline void tp_adapt_init(struct tp_adapt *a)
+{
+	atomic_init(&a->avg_ns, tp_adapt_beyond_ns());
+	atomic_init(&a->dev_ns, 0);
+	atomic_init(&a->beyond, 0);
+	atomic_init(&a->quiet, 0);
+}
+
+/* The spin budget of the wait about to start, in nanoseconds. */
+static inline int64_t tp_spin_budget_ns(struct tp_adapt *a)
+{
+	int64_t base = (int64_t)tp_settings.poll_us * 1000, max = (int64_t)tp_settings.poll_max_us * 1000;
+	int64_t avg = atomic_load_explicit(&a->avg_ns, memory_order_relaxed), b = 2 * avg;
+	int64_t tail = avg + 4 * (int64_t)atomic_load_explicit(&a->dev_ns, memory_order_relaxed);
+
+	if (!base || !avg)
+		return base;
+	if (avg > max) /* a quiet stream (its last wait ended with no event) never probes */
+		return max > base && !atomic_load_explicit(&a->quiet, memory_order_relaxed) &&
+				       !(atomic_fetch_add_explicit(&a->beyond, 1, memory_order_relaxed) %
+					 TP_PROBE_EVERY)
+			       ? max
+			       : base;
+	if (tail > b)
+		b = tail;
+	return b > max ? max : b < base ? base : b;
+}
+
+/* Fold one wait of waited_ns into the average. */
+static inline void tp_wait_note(struct tp_adapt *a, int64_t waited_ns, enum tp_wait_end end)
+{
+	uint32_t avg = atomic_load_explicit(&a->avg_ns, memory_order_relaxed);
+	uint32_t cap = tp_adapt_beyond_ns();
+	uint32_t w = waited_ns < 0 ? 0 : waited_ns > cap ? cap : (uint32_t)waited_ns;
+
+	if ((end == TP_WAIT_TIMEOUT) != atomic_load_explicit(&a->quiet, memory_order_relaxed))
+		atomic_store_explicit(&a->quiet, end == TP_WAIT_TIMEOUT, memory_order_relaxed);
+	uint32_t dev = atomic_load_explicit(&a->dev_ns, memory_order_relaxed);
+
+	if (end == TP_WAIT_SPUN && avg > cap - 1000u)
+		avg = 0; /* beyond the ceiling, and yet caught spinning: start again */
+	if (avg) {
+		uint32_t d = w > avg ? w - avg : avg - w;
+		dev = (uint32_t)(((uint64_t)dev * 3 + d) / 4);
+		avg = (uint32_t)(((uint64_t)avg * 7 + w) / 8);
+	} else {
+		dev = w / 2; /* as RFC 6298's first measurement */
+		avg = w ? w : 1;
+	}
+	atomic_store_explicit(&a->dev_ns, dev, memory_order_relaxed);
+	atomic_store_explicit(&a->avg_ns, avg, memory_order_relaxed);
+}
+
+/* A reader that has waited TP_SINK_WAITS times more after reading at least
+ * TP_SINK_BYTES than after reading less, since it last sent, is a bulk
+ * sink (the receiving end of a stream of large writes, not a request and
+ * its answer): its read waits spin only RSOCK_POLL_US. The peer's bytes
+ * gather in the ring while it sleeps, a wake-up is paid once per large
+ * message, and where the CPUs were busy (4 streams on 2) the spin took the
+ * CPU the senders needed. Small messages keep the spin: there a wake-up for
+ * every few of them cost more than it saved. A wait that read nothing since
+ * the last one (it was woken by one of its own credits' completions) counts
+ * neither way, and the count goes up to TP_SINK_MAX, so an odd short
+ * message does not make a sink spin again (doc/design.md section 9). */
+#define TP_SINK_WAITS 4
+#define TP_SINK_MAX 8
+#define TP_SINK_BYTES (16u * 1024)
+/* A blocking read about to wait notes the bytes it read since its last
+ * wait in its count (0..TP_SINK_MAX; a send sets it to 0). Returns whether
+ * the reader is a bulk sink. */
+static inline int tp_sink_note(unsigned *waits, uint64_t read_since)
+{
+	if (!read_since)
+		; /* a wake-up that brought nothing says nothing */
+	else if (read_since < TP_SINK_BYTES)
+		*waits -= !!*waits;
+	else if (*waits < TP_SINK_MAX)
+		(*waits)++;
+	return *waits >= TP_SINK_WAITS;
+}
+
+struct ho_pre;
+struct ho_rec;
+
+/* A thread asleep on a stream (poll() or a blocking call): woken through
+ * its thread's eventfd when another thread's progress changes the stream
+ * (tp_wait_fd). */
+struct tp_waiter {
+	struct tp_waiter *next;
+	int fd;                      /* the sleeping thread's bell, -1: none */
+	int rung;
+	int on;                      /* counted in the stream's sleepers */
+};
+
+struct tp {
+	pthread_mutex_t lock;
+	struct tp *reap_next;        /* on the list of closed streams to tear down */
+	int close_abort;             /* tp_close's verdict, for the teardown */
+	struct rdma_cm_id *id;       /* owns the QP; NULL until connected */
+	struct rdma_event_channel *ch; /* the id's private channel (client side, until
+	                                  it is up: then the process's), or NULL */
+	struct ibv_pd *pd;           /* the stream's own: its QP and its two MRs only */
+	struct ibv_comp_channel *cc;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	int own_qp;                  /* qp made by tp_prepare_qp, not on the id */
+	int qp_ib;                   /* its port's link layer is InfiniBand */
+
+	void *mem;                   /* rx ring then tx staging ring, one allocation */
+	size_t mem_len;
+	struct ibv_mr *rx_mr;        /* remote write: the peer's target */
+	struct ibv_mr *tx_mr;        /* local only */
+	struct ring rx;              /* what the peer wrote and we have not read */
+	struct ring tx;              /* staging copies not yet completed */
+	struct ring spill;           /* unread bytes moved out of rx, read before it
+	                              * (a blocked send's way out: tp_send) */
+
+	struct ring_remote peer;     /* the peer's receive ring */
+	uint64_t peer_addr;
+	uint32_t peer_rkey;
+	uint32_t max_inline;
+
+	uint64_t msg_end[TP_MAX_DATA_MSGS + 1]; /* end positions of unacked data messages */
+	unsigned msg_head, msg_count;
+	unsigned sq_posted;          /* WRs posted since the last signalled one */
+	unsigned rq_owed;            /* receives consumed and not yet posted again */
+	unsigned sq_busy;            /* WRs not known complete */
+	uint64_t sq_seq;             /* WRs posted so far */
+	struct {
+		uint64_t seq;        /* sq_seq of a signalled WR */
+		uint64_t tx_tail;    /* staging released up to here when it completes */
+	} sig[TP_SQ_DEPTH];          /* signalled WRs in flight, in posting order */
+	unsigned sig_head, sig_count;
+	uint64_t rx_unacked;         /* consumed bytes not yet credited to the peer */
+	/* Ends (rx positions) of the data messages received and not yet
+	 * credited, oldest first: the sender holds one of its
+	 * TP_MAX_DATA_MSGS slots for each until a credit covers its end.
+	 * rx_msg_read of them (from the oldest) are fully read. */
+	uint64_t rx_msg_end[TP_MAX_DATA_MSGS + 1];
+	unsigned rx_msg_head, rx_msg_count, rx_msg_read;
+
+	int tcp_fd;                  /* the control connection: our own duplicate */
+	pid_t owner;                 /* the process whose verbs objects these are */
+	int up;                      /* the RDMA connection was established */
+	int eof;                     /* FIN received */
+	int fin_sent;
+	int peer_gone;               /* control connection closed by the peer */
+	int err;                     /* sticky -errno: -ECONNRESET, -EIO ... */
+	int rd_shut;                 /* shutdown(SHUT_RD): reads end once the ring is empty */
+	int zc_off;                  /* registering a send's buffer failed: copy from now */
+	int switching;               /* in switch_within: the control connection is TCP's next */
+
+	/* Readiness plumbing for poll and epoll (event.c, epoll.c). */
+	_Atomic int armed;           /* a completion event is requested or pending */
+	_Atomic int sleepers;        /* threads asleep on the channel in poll() or a
+	                                blocking call (tp_wait_fd, wait_event) */
+	struct tp_waiter *waitq;     /* those of them with a bell, under lock */
+	_Atomic uint64_t evseq;      /* counts completions and control events */
+	_Atomic int watchers;        /* epoll registrations of this stream */
+	_Atomic int hooked_shared;   /* registered in an epoll instance another
+				      * process made: its completion channel may
+				      * stay there, so the ring cache drops it */
+	_Atomic int ctl_dirty;       /* the control connection was seen readable */
+	int64_t ctl_last_ms;         /* when an empty read last looked at it */
+	struct tp_adapt wait;        /* recent waits for an event (tp_spin_budget_ns) */
+	unsigned sink_waits;         /* tp_sink_note's count: read waits after reading at
+	                                least TP_SINK_BYTES less those after reading less,
+	                                since the application last sent */
+	uint64_t sink_mark;          /* rx.head at the last read wait */
+	_Atomic int rcvlowat;        /* the socket's SO_RCVLOWAT, as the kernel keeps it (>= 1) */
+	_Atomic int64_t timeo_ns[2]; /* its SO_RCVTIMEO and SO_SNDTIMEO (0: none) */
+
+	/* The hand-over to TCP (doc/design.md section 6; handover.h). */
+	uint16_t peer_version;       /* protocol version of the peer's hello */
+	_Atomic int sw;              /* switched: the kernel socket carries the stream */
+	struct ho_pre *pre;          /* after the switch: bytes from RDMA not yet read */
+	struct ho_rec *rec;          /* the record other processes ask through */
+	unsigned fork_gen;           /* ho_forks when the stream came up */
+};
+
+/* Allocate the stream and its rings (receive ring of rx_size bytes, the
+ * peer's target; send staging ring of tx_size), registered in a protection
+ * domain of the stream's own on ctx (so that the peer's QP reaches this
+ * stream's receive ring and nothing else), taken from the process's cache
+ * of released ring sets when one of these sizes is there. Returns 0 and
+ * *out, or -errno. */
+int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_fd,
+	   struct tp **out);
+
+/* The peer's ring and limits and protocol version, from its hello /
+ * hello_ack. -EPROTO if unusable. */
+int tp_set_peer(struct tp *t, uint64_t addr, uint32_t rkey, uint32_t size, uint32_t max_inline,
+		uint16_t version);
+
+/* The RDMA connection is established: the stream is carried by it from now. */
+void tp_up(struct tp *t);
+
+/* The socket's SO_RCVLOWAT, SO_RCVTIMEO or SO_SNDTIMEO may have changed
+ * (setsockopt): read them back from the kernel (which caps and rounds
+ * them), for reads, writes and readiness. Also when the stream comes up. */
+void tp_sockopts_changed(struct tp *t);
+
+/* Move the stream to kernel TCP, in order (doc/design.md section 6): in the
+ * owning process by the SWITCH exchange with the peer, elsewhere by asking
+ * the owner. Afterwards the bytes that came over RDMA and were not read are
+ * read first (tp_prefix), then the kernel socket's. Blocks (bounded) for the
+ * peer's answer. 0, or -errno when it could not be done (the stream is then
+ * broken: reads and writes fail). */
+int tp_handover(struct tp *t);
+
+/* tp_handover() from a child that shares the owner's memory (vfork, clone
+ * with CLONE_VM) and is about to exec: it always asks the owner, whatever
+ * the pid cache says (the owner's, in such a child). */
+int tp_handover_shared(struct tp *t);
+static inline int tp_switched(struct tp *t)
+{
+	return atomic_load_explicit(&t->sw, memory_order_acquire);
+}
+struct ho_pre *tp_prefix(struct tp *t);
+/* The cm thread saw the control connection readable: look at it (answer a
+ * SWITCH, notice the peer's close). Returns 1 while it should be watched on. */
+int tp_control_watch(struct tp *t);
+/* Switched with nothing unread left: poll and epoll may treat the stream as
+ * the kernel socket it now is. */
+int tp_kernel_only(struct tp *t);
+int tp_prefix_fd(struct tp *t);
+/* Switched: the bytes that came over RDMA and are not read yet. */
+size_t tp_prefix_left(struct tp *t);
+/* A stream already moved to TCP, with its unread prefix (taken over), on
+ * socket fd: what an exec'd image adopts. 0 and *out, or -errno. */
+int tp_adopt(int fd, struct ho_pre *pre, struct tp **out);
+
+/* Create the stream's completion channel and CQ, if not yet there (any
+ * thread: under t->lock). Lets a side create them while it waits for its
+ * peer rather than after. 0 or -errno. */
+int tp_create_cq(struct tp *t);
+
+/* Create CQ (if needed) and QP on id, whose device must be the stream's,
+ * and post the receives; id may be bound only (its route resolved later).
+ * 0 also when t already has its QP on id. When tp_prepare_qp made the QP
+ * ahead, id is a connection request's: the QP is moved to RTS with its
+ * attributes. Under t->lock. Returns 0 or -errno; on success t owns the QP
+ * (not the id itself). */
+int tp_create_qp(struct tp *t, struct rdma_cm_id *id);
+
+/* The passive side's QP made ahead of the connection request, on the
+ * stream's PD with ibv_create_qp (with the CQ if needed), moved to INIT on
+ * port_num and given its receives: the cm thread then only moves it on
+ * (tp_create_qp) when the request comes, instead of creating it while the
+ * client waits. 0 (also when the QP is there already) or -errno. */
+int tp_prepare_qp(struct tp *t, uint8_t port_num);
+
+/* The number of the QP made by tp_prepare_qp, for rdma_accept's parameters
+ * (rdma_cm does not own that QP), or 0 when the QP is the id's. */
+uint32_t tp_own_qp_num(const struct tp *t);
+
+/* Fill the rdma_cm connection parameters both sides use. */
+void tp_conn_param(struct rdma_conn_param *p, const void *priv, uint8_t priv_len);
+
+/* Send from iov. flags: MSG_DONTWAIT honoured, nonblock = O_NONBLOCK of the fd.
+ * Returns bytes sent (possibly partial when non-blocking), or -errno
+ * (-EAGAIN, -EPIPE, -ECONNRESET ...). Never raises SIGPIPE itself: on a
+ * stream whose peer is gone it returns -EPIPE and the caller writes to the
+ * kernel socket instead so that the kernel produces exactly TCP's behaviour. */
+ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+
+/* Receive into iov; flags MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT honoured.
+ * Returns bytes, 0 at EOF, or -errno. */
+ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock);
+
+/* Readiness without blocking: POLLIN/POLLOUT/POLLHUP/POLLERR/POLLRDHUP bits. */
+short tp_poll_events(struct tp *t);
+/* The descriptor to sleep on for this stream's progress (the completion
+ * channel), after arming notification. Returns -1 when nothing needs arming
+ * (already ready). A descriptor returned makes the caller a sleeper until
+ * tp_wait_end(t, w), and the caller must also sleep on tp_thread_bell().
+ * Several threads may sleep on one stream (ruby: one thread writing and
+ * one reading a socket, each in poll(); it hung): one of them can take the
+ * channel's event and the completion it announced while another is
+ * between its look and its sleep. So a thread that consumes an event
+ * while others sleep re-arms the CQ for them (tp_consume), and progress
+ * made by any thread rings the other sleepers' bells. */
+int tp_wait_fd(struct tp *t, struct tp_waiter *w);
+/* Ends the wait tp_wait_fd began on w; nothing when it began none. */
+void tp_wait_end(struct tp *t, struct tp_waiter *w);
+/* This thread's bell (an eventfd, closed when the thread ends), or -1. */
+int tp_thread_bell(void);
+/* In a forked child: the forking thread's bell is the parent's file. */
+void tp_bell_fork_child(void);
+/* Consume a completion-channel event after the wait fd fired; when epoll
+ * instances watch the stream they are kicked (event_kick) so that none
+ * sleeps on the event consumed here. */
+void tp_wait_done(struct tp *t);
+
+/* Consume a pending completion-channel event without kicking. Returns 1 if
+ * there was one. Lock not held. */
+int tp_consume(struct tp *t);
+
+/* Readiness like tp_poll_events(); *seq (if given) receives the stream's
+ * event count, which grows with every completion and control event (the
+ * edges of edge-triggered epoll). With do_arm, completion events are
+ * requested too (unless they already are), so that the completion channel
+ * (tp_event_fd) becomes readable on the next completion. */
+short tp_ready(struct tp *t, int do_arm, uint64_t *seq);
+
+/* Whether the next completion raises an event (the CQ is armed), or the
+ * stream needs none (another process's, or handed over to TCP). */
+int tp_armed(struct tp *t);
+
+/* A waiter saw the control connection (tcp_fd) readable: the next
+ * tp_ready() looks at it. */
+static inline void tp_control_event(struct tp *t)
+{
+	atomic_store_explicit(&t->ctl_dirty, 1, memory_order_relaxed);
+}
+
+/* One look at the completion queue, for a waiter's busy-poll: 1 when there
+ * was something. Never blocks (0 when another thread holds the stream). */
+int tp_spin(struct tp *t);
+
+/* The completion channel's descriptor, or -1 (not this process's stream). */
+int tp_event_fd(struct tp *t);
+
+/* Bytes readable now (FIONREAD). */
+int tp_readable_bytes(struct tp *t);
+
+/* shutdown(SHUT_RD) of the application's descriptor fd: reads return what
+ * the ring holds, then 0, and blocked readers wake. Returns 0 or -errno. */
+int tp_shutdown_rd(struct tp *t, int fd);
+
+/* shutdown(SHUT_WR): send FIN after the data. Returns 0 or -errno. */
+int tp_shutdown_wr(struct tp *t);
+
+/* Last descriptor closed. abort: unread data -> RESET instead of FIN. Waits
+ * (bounded) for posted writes to complete, then destroys everything: a
+ * stream that was up has that done by the cm thread (tp_reap), when this
+ * process has one, so that close() does not wait for the verbs objects'
+ * destruction (about a millisecond in the guest). */
+void tp_close(struct tp *t, int abort);
+
+/* The cm thread: tear down one of the streams tp_close left to it (one at
+ * a time, so that its other work waits at most one teardown). Returns 1
+ * when more wait. */
+int tp_reap(void);
+
+/* In a forked child: the parent's closed streams awaiting teardown are the
+ * parent's; drop our copies (and our copies of their descriptors). */
+void tp_reap_fork_child(void);
+
+/* At exit: let what this process posted on t complete (bounded by
+ * until_ns, CLOCK_MONOTONIC: tp_now_ns()); t stays open. self: the
+ * process's id from the kernel. */
+void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns);
+int64_t tp_now_ns(void);
+
+/* For init.c's pthread_atfork handlers: the ring cache's lock is held
+ * across fork(). */
+void tp_fork_lock(void);
+void tp_fork_unlock(void);
+
+#endif
