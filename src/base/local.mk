@@ -1,6 +1,7 @@
 ## src/base: leaf utilities: logging, libc entry points, configuration, rules, counters, rings, the wire format.
 librsock_core_la_SOURCES += \
 	src/base/compiler.h \
+	src/base/clock.h \
 	src/base/log.c \
 	src/base/log.h \
 	src/base/real.c \

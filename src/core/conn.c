@@ -16,6 +16,7 @@
 #include "core/fdtab.h"
 #include "path/handover.h"
 #include "core/init.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/stats.h"
 #include "path/rdma/transport.h"
@@ -220,14 +221,6 @@ static sem_t later_up;
 static struct later *later_head, **later_tail = &later_head;
 static pid_t later_pid; /* the process whose thread serves the list */
 
-static int64_t later_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Caller holds later_lock. */
 static void later_unlink(struct later *l)
 {
@@ -292,7 +285,7 @@ static void *later_main(void *arg)
 			pthread_cond_wait(&later_cond, &later_lock);
 			continue;
 		}
-		int64_t wait = l->due_ms - later_now_ms();
+		int64_t wait = l->due_ms - clock_now_ms();
 		if (wait > 0) {
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -316,7 +309,7 @@ static void *later_main(void *arg)
 		pthread_mutex_lock(&later_run);
 		pthread_mutex_lock(&later_lock);
 		l = later_head;
-		if (!l || l->due_ms > later_now_ms()) {
+		if (!l || l->due_ms > clock_now_ms()) {
 			pthread_mutex_unlock(&later_run);
 			continue;
 		}
@@ -360,7 +353,7 @@ int conn_settle_later(struct conn *c, int fd, int client)
 	l->c = conn_ref(c);
 	l->client = client;
 	l->forks = atomic_load(&ho_forks);
-	l->due_ms = later_now_ms() + cm_settings.settle_ms;
+	l->due_ms = clock_now_ms() + cm_settings.settle_ms;
 	pthread_mutex_lock(&later_lock);
 	if (later_start()) {
 		pthread_mutex_unlock(&later_lock);

@@ -45,21 +45,10 @@ int event_any_rdma_fdset(int nfds, const fd_set *r, const fd_set *w, const fd_se
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/real.h"
 #include "path/rdma/transport.h"
 
-static int64_t ts_ns(const struct timespec *t)
-{
-	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
-}
-
-static int64_t mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return ts_ns(&t);
-}
 
 #define EV_SMALL 16
 
@@ -165,7 +154,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 			int64_t l, now;
 			if (!tmo_ns)
 				break;
-			now = mono_ns();
+			now = clock_now_ns();
 			if (deadline < 0)
 				deadline = now + tmo_ns;
 			if ((l = deadline - now) <= 0)
@@ -191,8 +180,8 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 			if (j < m && ext[j].revents)
 				tp_control_event(cs[i]->tp);
 		}
-		if (r == 0 && tmo_ns >= 0 && deadline - mono_ns() <= 0)
-			deadline = mono_ns(); /* one last look, then time out */
+		if (r == 0 && tmo_ns >= 0 && deadline - clock_now_ns() <= 0)
+			deadline = clock_now_ns(); /* one last look, then time out */
 	}
 	sleep_end(cs, slept, n); /* the loop left before sleeping */
 	for (nfds_t i = 0; i < n; i++)
@@ -212,7 +201,7 @@ int event_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timespec *tmo
 	struct pollfd *p;
 	int n = 0, rc, count = 0;
 	/* (Linux's select() leaves the time not slept in *tmo) */
-	int64_t tmo_ns = event_tmo_ns(tmo), start = tmo_ns > 0 ? mono_ns() : 0;
+	int64_t tmo_ns = event_tmo_ns(tmo), start = tmo_ns > 0 ? clock_now_ns() : 0;
 
 	if (nfds < 0 || nfds > FD_SETSIZE)
 		return -EINVAL;
@@ -259,7 +248,7 @@ int event_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timespec *tmo
 		rc = count;
 	}
 	if (start) {
-		int64_t left = tmo_ns - (mono_ns() - start);
+		int64_t left = tmo_ns - (clock_now_ns() - start);
 		if (left < 0)
 			left = 0;
 		tmo->tv_sec = left / 1000000000;
