@@ -7,10 +7,15 @@
 #include <string.h>
 #include <strings.h>
 
-#include "negotiate/cm.h"
 #include "base/config.h"
-#include "path/rdma/transport.h"
 #include "base/log.h"
+
+struct cm_settings cm_settings = {
+	.ring_kb = 256, .probe_ms = 1500, .handshake_ms = 2000, .neg_cache_s = 30, .settle_ms = 100,
+	.nonblock_ms = CM_NONBLOCK_DEFAULT};
+
+struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500, .ring_cache = 8,
+				  .zcopy_kb = 256};
 
 struct rsock_config rsock_config = {.mode = RSOCK_MODE_AUTO, .log_level = LOG_WARN};
 

@@ -24,6 +24,29 @@ struct rsock_config {
 
 extern struct rsock_config rsock_config RSOCK_HIDDEN;
 
+/* Settings from the environment of the negotiation (config.c fills them, negotiate/ reads them). */
+struct cm_settings {
+	unsigned ring_kb;      /* RSOCK_RING_KB: receive and send ring, each */
+	unsigned probe_ms;     /* RSOCK_PROBE_MS: bound on the probe */
+	unsigned handshake_ms; /* RSOCK_HANDSHAKE_MS: bound on hello/ack and rdma connect */
+	unsigned neg_cache_s;  /* RSOCK_NEG_CACHE_S: how long a plain peer is remembered */
+	unsigned settle_ms;    /* RSOCK_SETTLE_MS: an accepted stream unused this long answers its hello (0: only at its first use) */
+	unsigned nonblock_ms;  /* RSOCK_NONBLOCK_MS: a non-blocking socket's wait for its hello's answer
+				* (CM_NONBLOCK_DEFAULT: half of handshake_ms) */
+};
+#define CM_NONBLOCK_DEFAULT 0xffffffffu
+extern struct cm_settings cm_settings RSOCK_HIDDEN;
+
+/* Settings from the environment of the RDMA path (config.c fills them, path/rdma/ reads them). */
+struct tp_settings {
+	unsigned poll_us;     /* RSOCK_POLL_US: busy-poll before blocking, microseconds (0: never) */
+	unsigned poll_max_us; /* RSOCK_POLL_MAX_US: ceiling of the adaptive busy-poll (0: fixed) */
+	unsigned ring_cache;  /* RSOCK_RING_CACHE: registered ring sets kept for reuse */
+	unsigned zcopy_kb;    /* RSOCK_ZCOPY_KB: blocking sends of a buffer this long go
+	                         without the copy (0: never) */
+};
+extern struct tp_settings tp_settings RSOCK_HIDDEN;
+
 /* Parsers used by config_load and unit-tested on their own. Each returns 0 and
  * stores the value, or -EINVAL leaving *out untouched. */
 int config_parse_mode(const char *s, enum rsock_mode *out);

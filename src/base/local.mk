@@ -2,6 +2,12 @@
 librsock_core_la_SOURCES += \
 	src/base/compiler.h \
 	src/base/clock.h \
+	src/base/fdbits.c \
+	src/base/fdbits.h \
+	src/base/ownfd.c \
+	src/base/ownfd.h \
+	src/base/proc.c \
+	src/base/proc.h \
 	src/base/log.c \
 	src/base/log.h \
 	src/base/real.c \

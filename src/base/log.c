@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "core/init.h"
+#include "base/proc.h"
 
 int rsock_log_level = LOG_WARN;
 

@@ -6,7 +6,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "core/fdtab.h"
 #include "base/log.h"
 #include "base/stats.h"
 
@@ -141,7 +140,7 @@ void stats_registered(int64_t delta)
 	atomic_fetch_add_explicit(&st_.registered, delta, memory_order_relaxed);
 }
 
-void stats_snapshot(struct rsock_stats *st)
+void stats_snapshot(struct rsock_stats *st, size_t tracked_fds)
 {
 	memset(st, 0, sizeof(*st));
 	st->size = sizeof(*st);
@@ -156,18 +155,18 @@ void stats_snapshot(struct rsock_stats *st)
 		st->fallbacks[i] = atomic_load_explicit(&st_.fallbacks[i], memory_order_relaxed);
 	int64_t reg = atomic_load_explicit(&st_.registered, memory_order_relaxed);
 	st->registered_bytes = reg > 0 ? (uint64_t)reg : 0;
-	st->tracked_fds = fdtab_count();
+	st->tracked_fds = tracked_fds;
 	st->handovers = atomic_load_explicit(&st_.handovers, memory_order_relaxed);
 	st->cq_events = ST_SUM(cq_events);
 	st->cq_arms = ST_SUM(cq_arms);
 	st->zcopy_bytes = ST_SUM(zcopy);
 }
 
-void stats_print(void)
+void stats_print(size_t tracked_fds)
 {
 	struct rsock_stats s;
 
-	stats_snapshot(&s);
+	stats_snapshot(&s, tracked_fds);
 	log_emit(LOG_INFO,
 		 "stats: streams tcp=%llu rdma=%llu bytes tcp tx=%llu rx=%llu rdma tx=%llu rx=%llu "
 		 "fallbacks rules=%llu no_device=%llu peer=%llu resources=%llu protocol=%llu "

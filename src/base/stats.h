@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include <stddef.h>
+
 #include "base/compiler.h"
 #include "rsock/rsock.h"
 
@@ -17,9 +19,11 @@ void stats_cq_arm(void);
 void stats_zcopy(uint64_t n);
 /* In a fork child: the other threads' per-thread shards are free again. */
 void stats_fork_child(void);
-/* Fill st completely (current version). */
-void stats_snapshot(struct rsock_stats *st);
-/* Print the counters to the log destination, whatever the log level. */
-void stats_print(void);
+/* Fill st completely (current version); tracked_fds: the fd table's count
+ * (the caller's, from a layer above). */
+void stats_snapshot(struct rsock_stats *st, size_t tracked_fds);
+/* Print the counters (with the fd table's count) to the log destination,
+ * whatever the log level. */
+void stats_print(size_t tracked_fds);
 
 #endif

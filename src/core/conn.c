@@ -14,8 +14,9 @@
 #include "core/conn.h"
 #include "event/epoll.h"
 #include "core/fdtab.h"
+#include "base/ownfd.h"
 #include "path/handover.h"
-#include "core/init.h"
+#include "base/proc.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/stats.h"
@@ -248,7 +249,7 @@ static void later_drop(struct conn *c)
 	atomic_store(&c->later_on, 0);
 	pthread_mutex_unlock(&later_lock);
 	if (l) {
-		fdtab_close_own(l->fd);
+		ownfd_close(l->fd);
 		conn_unref(l->c); /* not the last: the caller holds one */
 		free(l);
 	}
@@ -268,7 +269,7 @@ static void later_serve(struct later *l, int prefork)
 				  l->fd, cm_settings.settle_ms);
 		conn_settle(l->c, l->fd, CONN_SETTLE_RDMA);
 	}
-	fdtab_close_own(l->fd);
+	ownfd_close(l->fd);
 	conn_unref(l->c);
 	free(l);
 }
@@ -346,7 +347,7 @@ int conn_settle_later(struct conn *c, int fd, int client)
 
 	if (!cm_settings.settle_ms || !(l = calloc(1, sizeof(*l))))
 		return -1;
-	if ((l->fd = fdtab_own_dup(fd)) < 0) {
+	if ((l->fd = ownfd_dup(fd)) < 0) {
 		free(l);
 		return -1;
 	}
@@ -357,7 +358,7 @@ int conn_settle_later(struct conn *c, int fd, int client)
 	pthread_mutex_lock(&later_lock);
 	if (later_start()) {
 		pthread_mutex_unlock(&later_lock);
-		fdtab_close_own(l->fd);
+		ownfd_close(l->fd);
 		conn_unref(l->c);
 		free(l);
 		return -1;
@@ -439,7 +440,7 @@ void conn_fork_child(void)
 		n = l->next;
 		l->c->later = NULL;
 		atomic_store(&l->c->later_on, 0);
-		fdtab_close_own(l->fd);
+		ownfd_close(l->fd);
 		free(l);
 	}
 }

@@ -32,15 +32,14 @@ struct fdtab_entry {
 	UT_hash_handle hh;
 };
 
-fdtab_bitmap fdtab_pages;
-fdtab_bitmap fdtab_own_pages;
+fdbits_map fdtab_pages;
 
 /* Each tracked descriptor's conn, for fdtab_get without the lock: pages of
  * 4,096 slots (32 KiB), allocated at the first descriptor of their range.
  * Written under the write lock, beside the hash, which stays the table
  * (fdtab_each, fdtab_count, ranges). */
 #define SLOT_SHIFT 12
-#define SLOT_PAGES (FDTAB_MAX_FD >> SLOT_SHIFT)
+#define SLOT_PAGES (FDBITS_MAX_FD >> SLOT_SHIFT)
 typedef _Atomic(struct conn *) fdtab_slot;
 static _Atomic(fdtab_slot *) fdtab_slots[SLOT_PAGES];
 static struct fdtab_entry *fdtab_head;
@@ -51,26 +50,6 @@ void fdtab_init(void)
 {
 }
 
-/* Caller holds the write lock. Returns 0 or -ENOMEM. */
-static int map_set(fdtab_bitmap map, unsigned fd, int on)
-{
-	_Atomic uint64_t *page = atomic_load(&map[fd >> FDTAB_PAGE_SHIFT]);
-	uint64_t mask = 1ull << (fd & 63);
-
-	if (!page) {
-		if (!on)
-			return 0;
-		page = calloc(512, sizeof(*page));
-		if (!page)
-			return -ENOMEM;
-		atomic_store(&map[fd >> FDTAB_PAGE_SHIFT], page);
-	}
-	if (on)
-		atomic_fetch_or(&page[(fd >> 6) & 511], mask);
-	else
-		atomic_fetch_and(&page[(fd >> 6) & 511], ~mask);
-	return 0;
-}
 
 /* Caller holds the write lock. Returns 0 or -ENOMEM (never for c NULL). */
 static int slot_set(unsigned fd, struct conn *c)
@@ -90,12 +69,7 @@ static int slot_set(unsigned fd, struct conn *c)
 
 static int bit_set(unsigned fd, int on)
 {
-	return map_set(fdtab_pages, fd, on);
-}
-
-static int own_bit_set(unsigned fd, int on)
-{
-	return map_set(fdtab_own_pages, fd, on);
+	return fdbits_set(fdtab_pages, fd, on);
 }
 
 /* Caller holds the write lock; returns the removed entry's conn reference. */
@@ -122,7 +96,7 @@ int fdtab_insert(int fd, struct conn *c)
 	struct conn *old;
 	int rc = 0;
 
-	if ((unsigned)fd >= FDTAB_MAX_FD)
+	if ((unsigned)fd >= FDBITS_MAX_FD)
 		return -EBADF;
 	e = malloc(sizeof(*e));
 	if (!e)
@@ -168,7 +142,7 @@ struct conn *fdtab_get(int fd)
 	fdtab_slot *page, *slot;
 	struct conn *c;
 
-	if (u >= FDTAB_MAX_FD)
+	if (u >= FDBITS_MAX_FD)
 		return NULL;
 	page = atomic_load_explicit(&fdtab_slots[u >> SLOT_SHIFT], memory_order_acquire);
 	if (!page)
@@ -219,180 +193,6 @@ void fdtab_remove_range(unsigned lo, unsigned hi)
 		conn_unref(e->conn);
 		free(e);
 	}
-}
-
-/* ---- the library's own descriptors ---------------------------------------- */
-
-struct own_entry {
-	int fd;
-	dev_t dev;
-	ino_t ino;
-	UT_hash_handle hh;
-};
-
-static struct own_entry *own_head; /* under fdtab_lock */
-
-/* Caller holds the write lock. */
-static void own_drop_locked(struct own_entry *o)
-{
-	own_bit_set((unsigned)o->fd, 0);
-	HASH_DEL(own_head, o);
-	free(o);
-}
-
-int fdtab_own(int fd)
-{
-	struct own_entry *o, *old;
-	struct stat st;
-	int rc;
-
-	if ((unsigned)fd >= FDTAB_MAX_FD)
-		return -EBADF;
-	if (fstat(fd, &st))
-		return -errno;
-	if (!(o = malloc(sizeof(*o))))
-		return -ENOMEM;
-	o->fd = fd;
-	o->dev = st.st_dev;
-	o->ino = st.st_ino;
-	pthread_rwlock_wrlock(&fdtab_lock);
-	HASH_FIND_INT(own_head, &fd, old);
-	if (old) {
-		HASH_DEL(own_head, old);
-		free(old);
-	}
-	fdtab_oom = 0;
-	HASH_ADD_INT(own_head, fd, o);
-	if (fdtab_oom) {
-		free(o);
-		rc = -ENOMEM;
-	} else if ((rc = own_bit_set((unsigned)fd, 1))) {
-		HASH_DEL(own_head, o);
-		free(o);
-	}
-	pthread_rwlock_unlock(&fdtab_lock);
-	return rc;
-}
-
-/* A close-on-exec duplicate of fd at FDTAB_OWN_BASE or above, or -1. */
-static int dup_high(int fd)
-{
-	return (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, FDTAB_OWN_BASE);
-}
-
-int fdtab_own_dup(int fd)
-{
-	int d = dup_high(fd);
-
-	if (d < 0)
-		d = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, 0);
-	if (d >= 0)
-		fdtab_own(d);
-	return d;
-}
-
-int fdtab_own_move(int fd)
-{
-	int hi;
-
-	if (fd < 0)
-		return -1;
-	if (fd < FDTAB_OWN_BASE && (hi = dup_high(fd)) >= 0) {
-		syscall(SYS_close, fd);
-		fd = hi;
-	}
-	fdtab_own(fd);
-	return fd;
-}
-
-void fdtab_disown(int fd)
-{
-	struct own_entry *o;
-
-	if ((unsigned)fd >= FDTAB_MAX_FD)
-		return;
-	pthread_rwlock_wrlock(&fdtab_lock);
-	HASH_FIND_INT(own_head, &fd, o);
-	if (o)
-		own_drop_locked(o);
-	pthread_rwlock_unlock(&fdtab_lock);
-}
-
-void fdtab_close_own(int fd)
-{
-	if (fd < 0)
-		return;
-	fdtab_disown(fd);
-	syscall(SYS_close, fd);
-}
-
-/* The mark of fd, checked against the file fd names now. Caller holds the
- * write lock; a stale mark is dropped. */
-static int own_check_locked(int fd)
-{
-	struct own_entry *o;
-	struct stat st;
-
-	HASH_FIND_INT(own_head, &fd, o);
-	if (!o)
-		return 0;
-	if (fstat(fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino)
-		return 1;
-	own_drop_locked(o);
-	return 0;
-}
-
-int fdtab_is_own(int fd)
-{
-	struct own_entry *o;
-	int r;
-
-	if (!fdtab_maybe_own(fd))
-		return 0;
-	/* A shared look first, the exclusive lock only to check (and maybe
-	 * drop) a mark. */
-	pthread_rwlock_rdlock(&fdtab_lock);
-	HASH_FIND_INT(own_head, &fd, o);
-	pthread_rwlock_unlock(&fdtab_lock);
-	if (!o)
-		return 0;
-	pthread_rwlock_wrlock(&fdtab_lock);
-	r = own_check_locked(fd);
-	pthread_rwlock_unlock(&fdtab_lock);
-	return r;
-}
-
-static int int_cmp(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-
-	return (x > y) - (x < y);
-}
-
-int fdtab_own_list(unsigned lo, unsigned hi, int **out)
-{
-	struct own_entry *o, *tmp;
-	size_t n = 0, cap;
-	int *v;
-
-	*out = NULL;
-	pthread_rwlock_wrlock(&fdtab_lock);
-	cap = HASH_COUNT(own_head);
-	v = cap ? malloc(cap * sizeof(*v)) : NULL;
-	if (cap && !v) {
-		pthread_rwlock_unlock(&fdtab_lock);
-		return -ENOMEM;
-	}
-	HASH_ITER(hh, own_head, o, tmp)
-	{
-		if ((unsigned)o->fd >= lo && (unsigned)o->fd <= hi && own_check_locked(o->fd))
-			v[n++] = o->fd;
-	}
-	pthread_rwlock_unlock(&fdtab_lock);
-	if (n)
-		qsort(v, n, sizeof(*v), int_cmp);
-	*out = v;
-	return (int)n;
 }
 
 void fdtab_each(void (*fn)(int fd, struct conn *c, void *arg), void *arg)

@@ -25,8 +25,9 @@ static __thread int ep_oom;
 #include "event/epoll.h"
 #include "event/event.h"
 #include "core/fdtab.h"
+#include "base/ownfd.h"
 #include "base/log.h"
-#include "core/init.h"
+#include "base/proc.h"
 #include "base/real.h"
 #include "path/rdma/transport.h"
 
@@ -108,11 +109,11 @@ static int kick_fd(void)
 
 	if (fd >= 0)
 		return fd;
-	fd = fdtab_own_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	fd = ownfd_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (fd < 0)
 		return -errno;
 	if (!atomic_compare_exchange_strong(&ep_kick_fd, &expect, fd)) {
-		fdtab_close_own(fd);
+		ownfd_close(fd);
 		fd = expect;
 	}
 	return fd;
@@ -153,10 +154,10 @@ static int ep_arm_kernel(struct ep *ep, int epfd)
 		return 0;
 	if ((kick = kick_fd()) < 0)
 		return kick;
-	ep->kfd = fdtab_own_dup(epfd);
+	ep->kfd = ownfd_dup(epfd);
 	if (ep->kfd < 0)
 		return -errno;
-	ep->bell = fdtab_own_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	ep->bell = ownfd_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	if (ep->bell < 0)
 		goto fail;
 	e.data.ptr = &ep->bell;
@@ -169,8 +170,8 @@ static int ep_arm_kernel(struct ep *ep, int epfd)
 	return 0;
 fail: {
 	int rc = -errno;
-	fdtab_close_own(ep->bell);
-	fdtab_close_own(ep->kfd);
+	ownfd_close(ep->bell);
+	ownfd_close(ep->kfd);
 	ep->kfd = ep->bell = -1;
 	return rc;
 }
@@ -1100,8 +1101,8 @@ void ep_destroy(struct ep *ep)
 	pthread_mutex_lock(&ep->lock);
 	dead_forget(ep, ep->dead_n);
 	pthread_mutex_unlock(&ep->lock);
-	fdtab_close_own(ep->bell);
-	fdtab_close_own(ep->kfd);
+	ownfd_close(ep->bell);
+	ownfd_close(ep->kfd);
 	pthread_mutex_destroy(&ep->lock);
 	free(ep);
 }

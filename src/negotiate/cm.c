@@ -32,8 +32,8 @@
 #include <stdio.h>
 
 #include "negotiate/cm.h"
-#include "core/fdtab.h"
-#include "core/init.h"
+#include "base/ownfd.h"
+#include "base/proc.h"
 #include "path/handover.h"
 #include "base/log.h"
 #include "base/proto.h"
@@ -41,10 +41,6 @@
 #include "base/stats.h"
 #include "path/rdma/transport.h"
 #include "negotiate/ucm.h"
-
-struct cm_settings cm_settings = {
-	.ring_kb = 256, .probe_ms = 1500, .handshake_ms = 2000, .neg_cache_s = 30, .settle_ms = 100,
-	.nonblock_ms = CM_NONBLOCK_DEFAULT};
 
 #define CM_CANCEL_LEN 8
 #define CM_CANCEL_TYPE 5
@@ -202,7 +198,7 @@ static struct rdma_event_channel *new_channel(void)
 
 	if (ch) {
 		fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
-		ch->fd = fdtab_own_move(ch->fd); /* out of the application's way */
+		ch->fd = ownfd_move(ch->fd); /* out of the application's way */
 	}
 	return ch;
 }
@@ -211,7 +207,7 @@ void cm_channel_free(struct rdma_event_channel *ch)
 {
 	if (!ch)
 		return;
-	fdtab_disown(ch->fd);
+	ownfd_forget(ch->fd);
 	rdma_destroy_event_channel(ch);
 }
 
@@ -335,8 +331,8 @@ static struct cm_dev *dev_find(struct ibv_context *ctx)
 		cm_devs = d;
 		/* rdma-core opened the device for librdmacm: its descriptors
 		 * are ours, wherever they are (fdtab.h). */
-		fdtab_own(ctx->cmd_fd);
-		fdtab_own(ctx->async_fd);
+		ownfd_mark(ctx->cmd_fd);
+		ownfd_mark(ctx->async_fd);
 	}
 	return d;
 }
@@ -763,7 +759,7 @@ static void *cm_main(void *arg)
 			 * client's probe is refused at once (a plain peer, to
 			 * it) instead of waiting for an answer that cannot come. */
 			pthread_mutex_lock(&cm_lock);
-			fdtab_close_own(cm_ucm);
+			ownfd_close(cm_ucm);
 			cm_ucm = -1;
 			pthread_mutex_unlock(&cm_lock);
 			p[1].fd = creds_stale("beacons' connection manager");
@@ -800,12 +796,12 @@ static int cm_start(void)
 		return errno ? -errno : -ENODEV;
 	if ((cm_ucm = ucm_open()) < 0)
 		return cm_ucm;
-	cm_ucm = fdtab_own_move(cm_ucm);
+	cm_ucm = ownfd_move(cm_ucm);
 	/* (without it, tp_close tears its streams down itself; in a forked
 	 * child the inherited one is the parent's thread's) */
 	if (cm_reap_fd >= 0)
-		fdtab_close_own(cm_reap_fd);
-	cm_reap_fd = fdtab_own_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+		ownfd_close(cm_reap_fd);
+	cm_reap_fd = ownfd_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
 	/* Return only once the thread runs cm_main: a fork before that (nginx
 	 * forks its workers right after listen()) would not park it either. */
 	if ((rc = rsock_thread_start(cm_main, &cm_up)))

@@ -12,22 +12,11 @@
 #include <sys/socket.h>
 
 #include "base/compiler.h"
+#include "base/config.h"
 #include "rsock/rsock.h"
 
 struct tp;
 
-/* Settings from the environment (config.c fills them, cm.c reads them). */
-struct cm_settings {
-	unsigned ring_kb;      /* RSOCK_RING_KB: receive and send ring, each */
-	unsigned probe_ms;     /* RSOCK_PROBE_MS: bound on the probe */
-	unsigned handshake_ms; /* RSOCK_HANDSHAKE_MS: bound on hello/ack and rdma connect */
-	unsigned neg_cache_s;  /* RSOCK_NEG_CACHE_S: how long a plain peer is remembered */
-	unsigned settle_ms;    /* RSOCK_SETTLE_MS: an accepted stream unused this long answers its hello (0: only at its first use) */
-	unsigned nonblock_ms;  /* RSOCK_NONBLOCK_MS: a non-blocking socket's wait for its hello's answer
-				* (CM_NONBLOCK_DEFAULT: half of handshake_ms) */
-};
-#define CM_NONBLOCK_DEFAULT 0xffffffffu
-extern struct cm_settings cm_settings RSOCK_HIDDEN;
 
 /* Outcome of an attempt: 0 = RDMA set up (*out is the stream), else the
  * fallback reason (enum rsock_fallback_reason) as a positive number, or a

@@ -23,9 +23,10 @@
 #include "negotiate/cm.h"
 #include "core/conn.h"
 #include "core/fdtab.h"
+#include "base/ownfd.h"
 #include "path/handover.h"
 #include "base/log.h"
-#include "core/init.h"
+#include "base/proc.h"
 #include "base/real.h"
 #include "base/stats.h"
 #include "path/rdma/transport.h"
@@ -66,7 +67,7 @@ static int pre_map(int fd, size_t map_len, struct ho_pre **out)
 	p->fd = fd;
 	p->map_len = map_len;
 	p->shm = m;
-	fdtab_own(fd);
+	ownfd_mark(fd);
 	*out = p;
 	return 0;
 }
@@ -85,7 +86,7 @@ int ho_pre_new(const struct iovec *v, int n, struct ho_pre **out)
 		return -errno;
 	if (ftruncate(fd, (off_t)map_len) || (rc = pre_map(fd, map_len, out))) {
 		rc = errno ? -errno : -ENOMEM;
-		fdtab_close_own(fd);
+		ownfd_close(fd);
 		return rc;
 	}
 	for (int i = 0; i < n; i++) {
@@ -111,7 +112,7 @@ int ho_pre_open(int memfd, struct ho_pre **out)
 		return rc;
 	if (p->shm->magic != HO_MAGIC || p->shm->len > (size_t)st.st_size - sizeof(struct ho_shm) ||
 	    atomic_load(&p->shm->head) > p->shm->len) {
-		fdtab_disown(memfd);
+		ownfd_forget(memfd);
 		munmap(p->shm, p->map_len);
 		free(p);
 		return -EPROTO;
@@ -170,7 +171,7 @@ void ho_pre_free(struct ho_pre *p)
 	if (!p)
 		return;
 	munmap(p->shm, p->map_len);
-	fdtab_close_own(p->fd);
+	ownfd_close(p->fd);
 	free(p);
 }
 
@@ -251,13 +252,13 @@ static void ho_mine(void)
 		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = HO_EV_BELL};
 		if (pipe2(p, O_CLOEXEC | O_NONBLOCK))
 			return;
-		p[0] = fdtab_own_move(p[0]);
-		p[1] = fdtab_own_move(p[1]);
-		ho_ep = fdtab_own_move(rsock_real.epoll_create1(EPOLL_CLOEXEC));
+		p[0] = ownfd_move(p[0]);
+		p[1] = ownfd_move(p[1]);
+		ho_ep = ownfd_move(rsock_real.epoll_create1(EPOLL_CLOEXEC));
 		if (ho_ep < 0 || fstat(p[0], &st) || rsock_real.epoll_ctl(ho_ep, EPOLL_CTL_ADD, p[0], &ev)) {
-			fdtab_close_own(p[0]);
-			fdtab_close_own(p[1]);
-			fdtab_close_own(ho_ep);
+			ownfd_close(p[0]);
+			ownfd_close(p[1]);
+			ownfd_close(ho_ep);
 			ho_ep = -1;
 			return;
 		}

@@ -51,7 +51,7 @@ RSOCK_EXPORT int rsock_stats_get(struct rsock_stats *st, size_t size)
 		return -1;
 	}
 	shim_active();
-	stats_snapshot(&full);
+	stats_snapshot(&full, fdtab_count());
 	if (size > sizeof(full))
 		size = sizeof(full);
 	full.size = (uint32_t)size;

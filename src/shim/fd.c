@@ -18,6 +18,7 @@
 
 #include "path/handover.h"
 #include "base/log.h"
+#include "base/ownfd.h"
 #include "path/rdma/transport.h"
 
 void shim_forget(int fd)
@@ -29,7 +30,7 @@ void shim_forget(int fd)
  * opened it, so it may not close or replace it. */
 static int is_own_fd(int fd)
 {
-	return fd >= 0 && fdtab_is_own(fd);
+	return fd >= 0 && ownfd_is(fd);
 }
 
 RSOCK_EXPORT int close(int fd)
@@ -64,7 +65,7 @@ static int close_range_sparing(unsigned lo, unsigned hi, int flags)
 
 	if (!(flags & CLOSE_RANGE_CLOEXEC) && !shim_vforked())
 		fdtab_remove_range(lo, hi);
-	n = fdtab_own_list(lo, hi, &own);
+	n = ownfd_list(lo, hi, &own);
 	if (n < 0) /* no memory to spare them: the application's call first */
 		return sys_close_range(lo, hi, flags);
 	for (int i = 0; i < n && !rc; i++) {
@@ -100,7 +101,7 @@ RSOCK_EXPORT void closefrom(int lo)
 	/* Like glibc: no close_range in the kernel, close one by one. */
 	if (!shim_vforked())
 		fdtab_remove_range((unsigned)lo, ~0u);
-	int *own, n = fdtab_own_list((unsigned)lo, ~0u, &own), k = 0;
+	int *own, n = ownfd_list((unsigned)lo, ~0u, &own), k = 0;
 	for (int fd = lo; fd < 65536; fd++) {
 		while (k < n && own[k] < fd)
 			k++;
@@ -269,10 +270,10 @@ static int dup_onto(int oldfd, int newfd, int flags, int is3)
 		return r;
 	saved = errno;
 	if (own) { /* the log file: it is opened again elsewhere */
-		fdtab_disown(newfd);
+		ownfd_forget(newfd);
 		int nfd = log_fd_lost();
 		if (nfd >= 0)
-			fdtab_own(nfd);
+			ownfd_mark(nfd);
 	}
 	dup_track(oldfd, newfd);
 	errno = saved;

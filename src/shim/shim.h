@@ -22,9 +22,10 @@
 #include <unistd.h>
 
 #include "base/compiler.h"
+#include "base/ownfd.h"
 #include "core/conn.h"
 #include "core/fdtab.h"
-#include "core/init.h"
+#include "init/init.h"
 #include "base/real.h"
 
 static inline int shim_fast(int fd)
@@ -37,7 +38,7 @@ static inline int shim_fast(int fd)
  * data calls pass straight to libc, take the slow path there. */
 static inline int shim_fast_fd(int fd)
 {
-	return shim_fast(fd) && RSOCK_LIKELY(!fdtab_maybe_own(fd));
+	return shim_fast(fd) && RSOCK_LIKELY(!ownfd_maybe(fd));
 }
 
 /* Finish or wait for initialisation. Returns 1 when the library may act

@@ -193,7 +193,7 @@ CONF
 }
 
 @test "the library loads into programs that do no networking (ls, cat, python3)" {
-	run bounded with_preload ls "$RSOCK_SRC_DIR/src/core"
+	run bounded with_preload ls "$RSOCK_SRC_DIR/src/init"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"init.c"* ]]
 	run bounded with_preload sh -c 'printf abc | cat'

@@ -4,7 +4,7 @@
 src/ is in layers; a file may include headers of its own layer and of the
 layers below it, never of a layer above:
 
-    shim -> event -> core -> negotiate -> path -> service -> base
+    shim -> init -> event -> core -> negotiate -> path -> service -> base
 
 (event, the readiness of poll/select/epoll, and service, the library's
 thread, are reached from below only through hooks registered at init).
@@ -19,7 +19,7 @@ import os
 import re
 import sys
 
-LAYERS = ["base", "service", "path", "negotiate", "core", "event", "shim"]
+LAYERS = ["base", "service", "path", "negotiate", "core", "event", "init", "shim"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -15,6 +15,7 @@
 
 #include "core/conn.h"
 #include "core/fdtab.h"
+#include "base/ownfd.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -53,13 +54,13 @@ static void test_out_of_range(void **state)
 	struct conn *c = conn_new(AF_INET6);
 
 	assert_int_equal(fdtab_insert(-1, c), -EBADF);
-	assert_int_equal(fdtab_insert(FDTAB_MAX_FD, c), -EBADF);
+	assert_int_equal(fdtab_insert(FDBITS_MAX_FD, c), -EBADF);
 	assert_false(fdtab_maybe_tracked(-1));
-	assert_false(fdtab_maybe_tracked(FDTAB_MAX_FD));
+	assert_false(fdtab_maybe_tracked(FDBITS_MAX_FD));
 	assert_false(fdtab_maybe_tracked(0x7fffffff));
-	assert_int_equal(fdtab_insert(FDTAB_MAX_FD - 1, c), 0);
-	assert_true(fdtab_maybe_tracked(FDTAB_MAX_FD - 1));
-	conn_unref(fdtab_take(FDTAB_MAX_FD - 1));
+	assert_int_equal(fdtab_insert(FDBITS_MAX_FD - 1, c), 0);
+	assert_true(fdtab_maybe_tracked(FDBITS_MAX_FD - 1));
+	conn_unref(fdtab_take(FDBITS_MAX_FD - 1));
 	assert_int_equal(atomic_load(&c->refs), 1);
 	conn_unref(c);
 }
@@ -109,61 +110,61 @@ static void test_own(void **state)
 	int p[2], q[2], hi, *v, n;
 
 	assert_int_equal(pipe(p), 0);
-	assert_int_equal(fdtab_own(p[0]), 0);
-	assert_true(fdtab_maybe_own(p[0]));
+	assert_int_equal(ownfd_mark(p[0]), 0);
+	assert_true(ownfd_maybe(p[0]));
 	/* the data calls' bitmap does not see it: they go to libc at once */
 	assert_false(fdtab_maybe_tracked(p[0]));
-	assert_true(fdtab_is_own(p[0]));
+	assert_true(ownfd_is(p[0]));
 	assert_null(fdtab_get(p[0]));
-	assert_false(fdtab_is_own(p[1]));
+	assert_false(ownfd_is(p[1]));
 
-	/* moved above FDTAB_OWN_BASE, close-on-exec, the original closed */
-	hi = fdtab_own_move(p[1]);
-	assert_true(hi >= FDTAB_OWN_BASE);
+	/* moved above OWNFD_BASE, close-on-exec, the original closed */
+	hi = ownfd_move(p[1]);
+	assert_true(hi >= OWNFD_BASE);
 	assert_int_equal(fcntl(p[1], F_GETFD), -1);
 	assert_int_equal(fcntl(hi, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
-	assert_true(fdtab_is_own(hi));
-	assert_int_equal(fdtab_own_move(-1), -1);
+	assert_true(ownfd_is(hi));
+	assert_int_equal(ownfd_move(-1), -1);
 
-	n = fdtab_own_list(0, ~0u, &v);
+	n = ownfd_list(0, ~0u, &v);
 	assert_int_equal(n, 2);
 	assert_int_equal(v[0], p[0]);
 	assert_int_equal(v[1], hi);
 	free(v);
-	n = fdtab_own_list((unsigned)p[0] + 1, ~0u, &v);
+	n = ownfd_list((unsigned)p[0] + 1, ~0u, &v);
 	assert_int_equal(n, 1);
 	assert_int_equal(v[0], hi);
 	free(v);
 
-	/* closed without fdtab_disown, the number reused: the mark is stale */
+	/* closed without ownfd_forget, the number reused: the mark is stale */
 	close(p[0]);
 	assert_int_equal(pipe(q), 0);
 	assert_int_equal(q[0], p[0]);
-	assert_false(fdtab_is_own(q[0]));
-	assert_false(fdtab_maybe_own(q[0]));
+	assert_false(ownfd_is(q[0]));
+	assert_false(ownfd_maybe(q[0]));
 
 	/* disowning never clears a real entry */
-	assert_int_equal(fdtab_own(q[1]), 0);
+	assert_int_equal(ownfd_mark(q[1]), 0);
 	assert_int_equal(fdtab_insert(q[1], c), 0);
-	fdtab_disown(q[1]);
-	assert_false(fdtab_is_own(q[1]));
-	assert_false(fdtab_maybe_own(q[1]));
+	ownfd_forget(q[1]);
+	assert_false(ownfd_is(q[1]));
+	assert_false(ownfd_maybe(q[1]));
 	assert_true(fdtab_maybe_tracked(q[1]));
 	conn_unref(fdtab_take(q[1]));
 	assert_false(fdtab_maybe_tracked(q[1]));
 
 	/* a duplicate: the original stays the caller's */
-	int d = fdtab_own_dup(q[0]);
-	assert_true(d >= FDTAB_OWN_BASE);
-	assert_true(fdtab_is_own(d));
-	assert_false(fdtab_is_own(q[0]));
+	int d = ownfd_dup(q[0]);
+	assert_true(d >= OWNFD_BASE);
+	assert_true(ownfd_is(d));
+	assert_false(ownfd_is(q[0]));
 	assert_true(fcntl(q[0], F_GETFD) >= 0);
-	fdtab_close_own(d);
+	ownfd_close(d);
 
-	fdtab_close_own(hi);
+	ownfd_close(hi);
 	assert_int_equal(fcntl(hi, F_GETFD), -1);
-	assert_false(fdtab_maybe_own(hi));
-	assert_int_equal(fdtab_own_list(0, ~0u, &v), 0);
+	assert_false(ownfd_maybe(hi));
+	assert_int_equal(ownfd_list(0, ~0u, &v), 0);
 	free(v);
 	close(q[0]);
 	close(q[1]);

@@ -26,7 +26,7 @@ static void *adder(void *arg)
 
 static void snap(struct rsock_stats *s)
 {
-	stats_snapshot(s);
+	stats_snapshot(s, 0);
 }
 
 /* Every thread's counts are in the sums, while it runs and after it exited;

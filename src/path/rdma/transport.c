@@ -19,10 +19,10 @@
 
 #include "negotiate/cm.h"
 #include "event/event.h"
-#include "core/fdtab.h"
+#include "base/ownfd.h"
 #include "path/handover.h"
 #include "base/log.h"
-#include "core/init.h"
+#include "base/proc.h"
 #include "base/real.h"
 #include "base/stats.h"
 #include "path/rdma/transport.h"
@@ -33,9 +33,6 @@
 #define TP_LINGER_MS 2000  /* the most close() waits for what it posted */
 #define TP_SPILL_MAX (8u << 20) /* the most a stream keeps read beyond its ring */
 #define TP_SPILL_AFTER_MS 20    /* a blocked send's wait before it spills */
-
-struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500, .ring_cache = 8,
-				  .zcopy_kb = 256};
 
 _Atomic int tp_creds_stale;
 
@@ -149,7 +146,7 @@ static void cq_free(struct tp *t)
 	if (t->cq)
 		ibv_destroy_cq(t->cq);
 	if (t->cc) {
-		fdtab_disown(t->cc->fd);
+		ownfd_forget(t->cc->fd);
 		ibv_destroy_comp_channel(t->cc);
 	}
 	t->cq = NULL;
@@ -218,7 +215,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	atomic_init(&t->rcvlowat, 1);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. */
-	t->tcp_fd = fdtab_own_dup(tcp_fd);
+	t->tcp_fd = ownfd_dup(tcp_fd);
 	if (t->tcp_fd < 0) {
 		rc = -errno;
 		goto fail;
@@ -284,7 +281,7 @@ fail:
 		ibv_dereg_mr(t->rx_mr);
 	if (t->pd)
 		ibv_dealloc_pd(t->pd);
-	fdtab_close_own(t->tcp_fd);
+	ownfd_close(t->tcp_fd);
 	mem_free(t);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -352,7 +349,7 @@ int tp_create_cq(struct tp *t)
 	if (!t->cc) {
 		if ((t->cc = ibv_create_comp_channel(ctx))) {
 			fcntl(t->cc->fd, F_SETFL, fcntl(t->cc->fd, F_GETFL) | O_NONBLOCK);
-			t->cc->fd = fdtab_own_move(t->cc->fd);
+			t->cc->fd = ownfd_move(t->cc->fd);
 		} else
 			rc = errno ? -errno : -ENOMEM;
 	}
@@ -645,7 +642,7 @@ static __thread int my_bell = -1;
 static void bell_exit(void *unused)
 {
 	(void)unused;
-	fdtab_close_own(my_bell);
+	ownfd_close(my_bell);
 	my_bell = -1;
 }
 
@@ -658,7 +655,7 @@ int tp_thread_bell(void)
 {
 	if (my_bell < 0) {
 		pthread_once(&bell_once, bell_key_make);
-		if ((my_bell = fdtab_own_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC))) >= 0)
+		if ((my_bell = ownfd_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC))) >= 0)
 			pthread_setspecific(bell_key, (void *)1);
 	}
 	return my_bell;
@@ -666,7 +663,7 @@ int tp_thread_bell(void)
 
 void tp_bell_fork_child(void)
 {
-	fdtab_close_own(my_bell);
+	ownfd_close(my_bell);
 	my_bell = -1;
 }
 
@@ -1515,7 +1512,7 @@ int tp_adopt(int fd, struct ho_pre *pre, struct tp **out)
 		return -ENOMEM;
 	pthread_mutex_init(&t->lock, NULL);
 	t->owner = rsock_pid();
-	t->tcp_fd = fdtab_own_dup(fd);
+	t->tcp_fd = ownfd_dup(fd);
 	if (t->tcp_fd < 0) {
 		int rc = -errno;
 		pthread_mutex_destroy(&t->lock);
@@ -2358,7 +2355,7 @@ static void copy_drop(struct tp *t)
 {
 	if (tp_switched(t))
 		ho_pre_free(t->pre);
-	fdtab_close_own(t->tcp_fd);
+	ownfd_close(t->tcp_fd);
 	mem_free(t);
 	free(t);
 }
@@ -2495,7 +2492,7 @@ static void teardown(struct tp *t, const char *when)
 		struct linger lg = {.l_onoff = 1, .l_linger = 0};
 		rsock_real.setsockopt(t->tcp_fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	}
-	fdtab_close_own(t->tcp_fd);
+	ownfd_close(t->tcp_fd);
 	mem_free(t);
 	pthread_mutex_destroy(&t->lock);
 	free(t);

@@ -19,6 +19,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "base/compiler.h"
+#include "base/config.h"
 #include "base/proto.h"
 #include "base/ring.h"
 
@@ -51,15 +52,6 @@ static inline uint32_t tp_inline_limit(uint32_t reported)
  * (a span without the copy), at most half the peer's ring (section 9). */
 #define TP_MAX_ZC_CHUNK (128u * 1024)
 
-/* Settings from the environment (config.c fills them). */
-struct tp_settings {
-	unsigned poll_us;     /* RSOCK_POLL_US: busy-poll before blocking, microseconds (0: never) */
-	unsigned poll_max_us; /* RSOCK_POLL_MAX_US: ceiling of the adaptive busy-poll (0: fixed) */
-	unsigned ring_cache;  /* RSOCK_RING_CACHE: registered ring sets kept for reuse */
-	unsigned zcopy_kb;    /* RSOCK_ZCOPY_KB: blocking sends of a buffer this long go
-	                         without the copy (0: never) */
-};
-extern struct tp_settings tp_settings RSOCK_HIDDEN;
 
 /* Set once the kernel refused a verbs command of this process with EACCES:
  * the process changed its credentials (setuid, setgid, setgroups...) after

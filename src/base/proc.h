@@ -1,11 +1,14 @@
-/* init.h - the once-state of the library and the per-thread guard.
+/* proc.h - what every layer asks of the process: the library's once-state,
+ * the per-thread guard, the process id without a system call, and how the
+ * library starts a thread of its own.
  *
  * States: NONE -> RUNNING -> RESOLVED (real table usable) -> READY (config,
- * fd table usable). The constructor runs rsock_init(); every shim checks the
- * state first, so a call made from another library's constructor before ours
- * triggers the same initialisation. */
-#ifndef RSOCK_INIT_H
-#define RSOCK_INIT_H
+ * fd table usable). init/init.c runs the state machine (rsock_init()) from
+ * the constructor; every shim checks the state first, so a call made from
+ * another library's constructor before ours triggers the same
+ * initialisation. */
+#ifndef RSOCK_PROC_H
+#define RSOCK_PROC_H
 
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -26,11 +29,6 @@ extern _Atomic int rsock_init_state RSOCK_HIDDEN;
 /* Set while the library itself is calling libc on this thread: shims then go
  * straight to the real function. */
 extern __thread int rsock_in_lib RSOCK_HIDDEN __attribute__((tls_model("initial-exec")));
-
-/* Run or wait for initialisation. Returns the state reached: READY normally,
- * BROKEN when libc lacks a required symbol, RUNNING or RESOLVED when called
- * re-entrantly from the initialising thread itself. */
-int rsock_init(void);
 
 static inline int rsock_ready(void)
 {
@@ -69,6 +67,11 @@ static inline pid_t rsock_pid(void)
 	}
 	return rsock_pid_slow();
 }
+
+/* In a child that copied the address space: the home pid is its own. */
+void proc_fork_child(void);
+/* At start-up: map the pid cache's page (nothing when it cannot be had). */
+void proc_pid_cache_init(void);
 
 /* The guard: rsock_guard_enter() returns the previous value for _leave(). */
 static inline int rsock_guard_enter(void)
