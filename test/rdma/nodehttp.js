@@ -1,5 +1,5 @@
 // nodehttp.js - Node's http server and client (libuv: epoll, non-blocking
-// connect, writev) for programs.bats.
+// connect, writev) for applications.bats.
 //   node nodehttp.js srv HOST PORT N: answer N POSTs with the same 2 MB
 //     body; exit once all N are answered and every connection closed.
 //   node nodehttp.js cli HOST PORT N: N POSTs of 10 kB over at most 4
