@@ -45,9 +45,9 @@ teardown() {
 
 @test "iperf 2 -P 4: a client that opens all its streams before it uses one gets every one over RDMA, without waiting in connect()" {
 	# iperf 2's client connects its 4 streams before they send; its server
-	# accepts a stream only once the one before it sent its header. When
-	# connect() waited for the hello's answer, the second connect() waited
-	# the whole handshake bound (2 s) and its stream stayed on TCP.
+	# accepts a stream only once the one before it sent its header. So
+	# connect() must not wait for the hello's answer: the second connect()
+	# would wait the whole handshake bound (2 s) and its stream stay on TCP.
 	require_cmd iperf
 	local port line t0 t1
 	port=$(free_port)
@@ -115,11 +115,11 @@ teardown() {
 
 @test "qperf tcp_bw and tcp_lat: the server accepts its data stream and leaves it alone until the client speaks on the control connection; both streams over RDMA" {
 	# qperf's server reads nothing from the data stream until the client,
-	# whose connect() returned, says so on the control connection. The
-	# hello of that stream waited for its first use, and the client's
-	# connect() for the hello's answer: after the handshake bound (2 s)
-	# the stream stayed on TCP. An accepted stream left unused now has
-	# its hello answered by the library after RSOCK_SETTLE_MS.
+	# whose connect() returned, says so on the control connection. Were
+	# that stream's hello answered only at the server's first use of it,
+	# the client would wait out the handshake bound (2 s) and the stream
+	# stay on TCP: the library answers the hello of an accepted stream
+	# left unused after RSOCK_SETTLE_MS.
 	require_cmd qperf
 	local port dport
 	port=$(free_port)
@@ -213,8 +213,8 @@ CONF
 		bounded 60 env $(rsock_env cli) /usr/bin/python3 "$RSOCK_SRC_DIR/test/bats/fetch.py" \
 			"http://$ADDR_B:$port/blob" got
 	else
-		# (Once in about 100 runs this timed out, not reproduced since:
-		# leave what there is to see.)
+		# (A rare time-out here: print what there is to see, the logs
+		# of both ends and nginx's, and the sockets.)
 		bounded 60 env $(rsock_env cli) curl -sS -o got "http://$ADDR_B:$port/blob" || {
 			echo "curl failed: $(stat -c %s got 2>/dev/null) bytes; client log, server log, nginx's log, sockets:" >&2
 			cat cli.log srv.log error.log >&2
@@ -264,8 +264,9 @@ CONF
 	start_bg srv env $(rsock_env srv) apache2 -d "$PWD" -f "$PWD/ap.conf" -DFOREGROUND
 	wait_for_port "$port" 20 "$BG_PID"
 	# Keep-alive: a worker hands each stream back to the listener thread,
-	# which sleeps in epoll_wait (the children crashed on a data word of
-	# ours, 3 to 6 times a run, before that wait passed through epoll.c).
+	# which sleeps in epoll_wait: that wait goes through the library's
+	# epoll, or the children take a data word of the library's for one of
+	# theirs and crash.
 	bounded 120 env $(rsock_env ab) ab -q -n 1000 -c 4 -k "http://$ADDR_B:$port/20k" >ab.txt 2>&1 ||
 		{ cat ab.txt error.log >&2; rm -rf "$www"; false; }
 	bounded 120 env $(rsock_env ab2) ab -q -n 200 -c 4 "http://$ADDR_B:$port/20k" >ab2.txt 2>&1 ||
@@ -426,8 +427,8 @@ PY
 
 @test "haproxy (tcp mode, splice-auto) in front of an echo server: three 10 MB round trips through two RDMA streams each" {
 	# splice() on a non-blocking RDMA stream hands it to TCP first; the
-	# kick that wakes the epoll instances was then handed to haproxy as an
-	# event of its own once no RDMA stream was left, and it crashed on it.
+	# kick that wakes the epoll instances must not reach haproxy as an
+	# event of its own once no RDMA stream is left (haproxy crashes on it).
 	require_cmd haproxy socat
 	local fport bport
 	head -c 10000000 /dev/urandom >data
@@ -667,8 +668,8 @@ sys.stdout.buffer.write(b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n
 
 @test "sshd (re-exec, privilege separation, seccomp sandbox) serves ssh, with the library logging to a file" {
 	# The sandboxed child forbids files to grow (RLIMIT_FSIZE 0) and kills
-	# itself on most system calls: the old library's stats line at its exit
-	# ended it (SIGXFSZ), and the connection with it.
+	# itself on most system calls: a stats line written to the log file at
+	# its exit would end it (SIGXFSZ), and the connection with it.
 	require_cmd ssh ssh-keygen
 	[ -x /usr/sbin/sshd ] || { echo "/usr/sbin/sshd is not installed (openssh-server)" >&2; return 1; }
 	local port

@@ -28,8 +28,9 @@ teardown() {
 
 @test "streamcheck: the application observes the same over RDMA as over kernel TCP" {
 	differential streamcheck
-	# scenario 15's large writes went from the server's own buffers (its
-	# counters at exit; at least the two 3 MiB writes less their tails)
+	# streamcheck's large writes (two of 3 MiB, a writev, read-only and
+	# file mappings) go from the server's own buffers, without the copy
+	# (its counters at exit: at least the two 3 MiB writes less their tails)
 	local z
 	z=$(grep -o 'zcopy=[0-9]*' rdma.log | cut -d= -f2 | sort -n | tail -1)
 	echo "# ${z:-0} bytes sent without the copy" >&3
@@ -64,9 +65,9 @@ teardown() {
 }
 
 @test "a client that writes a 1 MB request before it reads, to an echo server (both blocking): echoed intact over RDMA, as kernel TCP's buffers allow" {
-	# test/rdma/echoall.py: 1 MB is four times a ring (the library before
-	# the spill stopped after 295 KB; kernel TCP in this guest once stopped
-	# short of 3 MB, its buffers being autotuned). Both ends block in
+	# test/rdma/echoall.py: 1 MB is four times a ring (without the spill
+	# the exchange stops after about 295 KB; kernel TCP in this guest can
+	# stop short of 3 MB, its buffers being autotuned). Both ends block in
 	# a write, each waiting for the other to read; a blocked send moves its
 	# own unread bytes out of the ring, so the peer can send on (spill).
 	require_cmd python3
@@ -137,8 +138,8 @@ teardown() {
 
 @test "message sizes: large blocking sends go in 128 KiB messages without the copy, copied ones in 32 KiB messages, small ones inline" {
 	require_cmd python3
-	# The sender's trace lines name every data message it posts (design.md
-	# section 9): 1 MiB sendall()s (test/rdma/sink.py) are sent from the
+	# The sender's trace lines name every data message it posts
+	# (doc/design.md, "Wire protocol"): 1 MiB sendall()s (test/rdma/sink.py) are sent from the
 	# application's buffer in messages of up to TP_MAX_ZC_CHUNK (128 KiB,
 	# half the peer's 256 KiB ring at most), the call's last 32 KiB copied;
 	# with RSOCK_ZCOPY_KB=0 every message is copied, at most TP_MAX_CHUNK

@@ -25,9 +25,9 @@ teardown() {
 # ---- fork -------------------------------------------------------------------
 
 @test "listen then fork at once (as nginx starts its workers): every child starts threads of its own and listens" {
-	# Under ASan, a child forked while the library's new thread was still in
-	# its start-up code inherited the allocator's lock held, and its own
-	# threads hung (70 of 100 rounds before the fix, an nginx worker 1 run in 8).
+	# A child forked while the library's new thread is still in its start-up
+	# code must not inherit a lock held (under ASan, the allocator's): its own
+	# threads would hang, as an nginx worker's do when it does.
 	bounded 600 env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/fs.log" LD_PRELOAD="$(rsock_preload_value)" \
 		"$PROGS/forkstart" "$ADDR_B" 40 >fs.txt 2>&1 || {
 		cat fs.txt >&2
@@ -44,12 +44,11 @@ teardown() {
 @test "a client that forks its writer right after connect() (the handshake's answer still awaited): parent and child share the stream, the echo comes back intact" {
 	require_cmd python3
 	# test/rdma/forkwriter.py: connect, fork at 0 to 200 ms; the child
-	# writes 300 kB and shuts its side, the parent reads the echo.
-	# Before session 27 a fork while the library's thread was due to
-	# await the answer left the stream unsettled in both processes: the
-	# second user waited out RSOCK_HANDSHAKE_MS, then wrote its cancel
-	# and its bytes on TCP to a server reading RDMA (found with a Perl
-	# client: 8 bytes too many, or a hang).
+	# writes 300 kB and shuts its side, the parent reads the echo. A fork
+	# while the library's thread is due to await the answer must leave the
+	# stream settled in both processes: otherwise the second user waits out
+	# RSOCK_HANDSHAKE_MS, then writes its cancel and its bytes on TCP to a
+	# server reading RDMA (8 bytes too many, or a hang).
 	local port
 	port=$(free_port)
 	start_bg fw env LD_PRELOAD="$(rsock_preload_value)" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/fw-srv.log" \
@@ -68,8 +67,8 @@ teardown() {
 	require_cmd python3
 	# test/rdma/forkexit.py: an exchange over RDMA, fork, the parent
 	# exits with the stream open; the child exchanges a second later.
-	# Before session 30 the owner took the verbs objects with it and the
-	# child got EIO; the exit now hands the stream to TCP, as close() does.
+	# The owner's exit takes the verbs objects with it, so it hands the
+	# stream to TCP first, as close() does: the child must not get EIO.
 	local port path pre
 	for path in tcp rdma; do
 		pre=()
@@ -93,14 +92,14 @@ echoes.echo_to_eof(c)' "$ADDR_B" "$port"
 	grep -q 'at exit, moved to TCP for a child' cli-rdma.log
 }
 
-@test "two processes share a stream accepted before either used it (vsftpd's session): the second does not wait for a hello the first answered" {
+@test "two processes share a stream accepted before either used it (vsftpd's per-login processes): the second does not wait for a hello the first answered" {
 	require_cmd python3
 	local port
 	port=$(free_port)
-	# vsftpd forks its session's privileged and unprivileged processes
-	# before either touches the stream; the first answered the hello (and
-	# stayed on TCP: it had changed its credentials), and the second then
-	# waited for one until the handshake bound, 4 s a session. Here the
+	# vsftpd forks a login's privileged and unprivileged processes before
+	# either touches the stream; the first answers the hello (and stays on
+	# TCP: it has changed its credentials), and the second must not then
+	# wait for a hello until the handshake bound (4 s a login). Here the
 	# first declines RDMA by writing through stdio (fdopen).
 	cat >v.py <<'PY'
 import ctypes, os, socket, sys, time
@@ -137,7 +136,7 @@ else:
     assert f.readline() == b"220 ready\n"
     s.sendall(b"USER anonymous\n")
     assert f.readline() == b"echo USER anonymous\n"
-    print("session %.2f s" % (time.time() - t))
+    print("login %.2f s" % (time.time() - t))
 PY
 	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" \
 		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" python3 v.py srv "$ADDR_B" "$port"
@@ -147,8 +146,9 @@ PY
 	echo "$output"
 	[ "$status" = 0 ]
 	wait_bg "$BG_PID" 30
-	# well under the 4 s handshake bound the second process waited before
-	awk '/^session/ { exit !($2 < 2.0) }' <<<"$output"
+	# well under the 4 s handshake bound a second process waiting for the
+	# hello would add
+	awk '/^login/ { exit !($2 < 2.0) }' <<<"$output"
 	grep -q 'another process answered the hello already' srv.log || { cat srv.log >&2; false; }
 }
 
@@ -207,12 +207,12 @@ PY
 
 @test "bash /dev/tcp: what builtins write (echo >&3, printf >&3: stdio on descriptor 1) reaches the server, the stream on TCP first" {
 	# bash runs a builtin's redirection as dup2(3, 1) and the builtin
-	# writes through stdout, inside libc: no interposer sees that write.
-	# Before session 30 the bytes went on the kernel socket of an RDMA
-	# stream, where the server's library dropped them as stray control
-	# bytes ("unexpected bytes on the control connection"): the request
-	# was lost and the shell waited for an answer for ever. A stream put
-	# on descriptor 1 or 2 now moves to TCP first, as one given to fdopen.
+	# writes through stdout, inside libc: no interposer sees that write,
+	# whose bytes go on the kernel socket. Behind an RDMA stream the
+	# server's library drops them as stray control bytes ("unexpected bytes
+	# on the control connection"), and the shell waits for an answer for
+	# ever: so a stream put on descriptor 1 or 2 moves to TCP first, as one
+	# given to fdopen does.
 	require_cmd python3
 	local port
 	port=$(free_port)
@@ -241,8 +241,9 @@ echoes.echo_to_eof(c)' "$ADDR_B" "$port"
 @test "a master that hands each accepted stream to a worker (SCM_RIGHTS with sendmsg and sendmmsg, as Node's cluster module) keeps every byte: the stream goes to TCP first" {
 	# test/rdma/passfd.py: the master accepts and sends each stream to a
 	# worker forked before, alternately with sendmsg and sendmmsg; the
-	# worker has none of the library's state for it. Before, the worker
-	# read the client's hello as the request.
+	# worker has none of the library's state for it, so the stream goes to
+	# TCP at the hand-off: the worker must not read the client's hello as
+	# the request.
 	require_cmd python3
 	local port
 	port=$(free_port)
@@ -378,7 +379,8 @@ cpu_ticks() {
 @test "credentials: a server that calls setuid after accepting (as rsync's daemon child does) keeps the stream: it moves to TCP, nothing lost" {
 	# The kernel takes write()-based verbs commands (soft-RoCE's post_send,
 	# every rdma_cm command) only from the credentials the device file was
-	# opened with: the old library failed the application's send with EACCES.
+	# opened with: the stream moves to TCP, or the application's send would
+	# fail with EACCES.
 	require_cmd python3 socat
 	local port
 	head -c 3000000 /dev/urandom >data

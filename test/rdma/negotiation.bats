@@ -113,8 +113,9 @@ reuseport_srv() {
 	local port k
 	port=$(free_port)
 	# One process holds the port's beacon; the kernel hands each stream to
-	# any of the four listeners. Before the table was shared, a listener
-	# without the beacon read the client's hello as the request.
+	# any of the four listeners. The tuple table the processes share tells
+	# a listener without the beacon about its streams; without it, that
+	# listener would read the client's hello as the request.
 	for k in 1 2 3; do
 		reuseport_srv "srv$k" "$port" $((k == 1 ? 2 : 1))
 	done
@@ -148,9 +149,9 @@ reuseport_srv() {
 	# test/rdma/lateaccept.py: 4 clients connect, write and close while
 	# the server sleeps past their hello's time-out (RSOCK_HANDSHAKE_MS
 	# 300 ms, the server's sleep 1.5 s); each stream then brings exactly
-	# its message. Before session 20 the peer's FIN made the server take
-	# the hello for one answered by another process, and the client's
-	# hello and cancel reached the application as data.
+	# its message. The peer's FIN must not make the server take the hello
+	# for one another process answered: the client's hello and cancel would
+	# reach the application as data.
 	local port
 	port=$(free_port)
 	start_bg late env LD_PRELOAD="$(rsock_preload_value)" RSOCK_HANDSHAKE_MS=300 \
@@ -162,10 +163,11 @@ reuseport_srv() {
 	cat late.out
 	grep -qx "whole 4 of 4" late.out
 	# test/rdma/quickclose.py: 500 clients that connect, write 10 bytes
-	# and close at once. About one in a thousand such streams saw the
-	# client's DREQ overtake its RTU at the server, which then waited
-	# out the hand-shake and left the stream on TCP, the bytes written
-	# over RDMA lost (streamcheck scenario 14 failed so in CI).
+	# and close at once. In about one in a thousand such streams the
+	# client's DREQ overtakes its RTU at the server, which must then take
+	# the stream as connected: waiting out the hand-shake would leave it on
+	# TCP and lose the bytes written over RDMA (streamcheck's MSG_TRUNC
+	# scenario, a client that writes 10 bytes and closes, meets it too).
 	port=$(free_port)
 	start_bg quick env LD_PRELOAD="$(rsock_preload_value)" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/quick-srv.log" \
 		python3 "$BATS_TEST_DIRNAME/quickclose.py" srv "$ADDR_B" "$port" 500
@@ -202,10 +204,9 @@ nb_pair() {
 	# iterative server that sleeps before each accept(). Kernel TCP
 	# takes the request at once; the library's first use of the stream
 	# waits for the server's answer to the hello, which a server that
-	# accepts late gives late. Before session 27 the write stopped the
-	# event loop for up to RSOCK_HANDSHAKE_MS (2 s); now a non-blocking
-	# socket waits at most RSOCK_NONBLOCK_MS (1 s by default, 100 ms
-	# here), then TCP.
+	# accepts late gives late. Rather than stop the event loop for up to
+	# RSOCK_HANDSHAKE_MS (2 s), a non-blocking socket waits at most
+	# RSOCK_NONBLOCK_MS (1 s by default, 100 ms here), then TCP.
 	local d
 	nb_pair nbl 2 1.2 nb RSOCK_NONBLOCK_MS=100
 	[ "$(sed -n 's/^longest call //p' nbl-cli.out)" -lt 600 ]
@@ -239,10 +240,10 @@ nb_pair() {
 	# at stream 2's ring with stream 2's key: the server's device must refuse
 	# it, stream 1 must end like a reset TCP stream, stream 2 must go on.
 	# On a third stream it sends 4 bytes, then data beyond the ring: the
-	# server's application reads the 4 bytes, then ECONNRESET (the library
-	# before: EPROTO, which no TCP read returns), and the hostile peer's TCP
-	# connection is reset at once (before: a clean end of stream once the
-	# application closed, the break invisible to the peer).
+	# server's application reads the 4 bytes, then ECONNRESET (not EPROTO,
+	# which no TCP read returns), and the hostile peer's TCP connection is
+	# reset at once (not ended cleanly once the application closes, which
+	# would hide the break from the peer).
 	local port
 	port=$(free_port)
 	start_bg srv env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \

@@ -35,9 +35,9 @@ teardown() {
 	require_cmd python3
 	# test/rdma/hoepoll.py: the server registers the stream, splices one
 	# byte into it (a non-blocking stream: handed to TCP) and waits in
-	# epoll_wait for the client's next bytes, written 0.3 s later. Before
-	# session 29 the registration slept through them (5 s, nothing), and
-	# haproxy stalled both ways on a one-CPU guest.
+	# epoll_wait for the client's next bytes, written 0.3 s later. A
+	# registration that slept through them (5 s, nothing) would stall
+	# haproxy (splice-auto) both ways.
 	local port m
 	for m in lt et; do
 		port=$(free_port)
@@ -60,8 +60,8 @@ teardown() {
 @test "idle blocked readers sleep: 50 threads in recv() on silent RDMA streams do not wake, as on TCP, and each wakes for its EOF" {
 	require_cmd python3
 	# test/rdma/idle.py: the server's threads' voluntary context switches
-	# over 3 s while each blocks in recv() on a silent client. Before
-	# session 20 a blocked call's sleep woke every second (151 here).
+	# over 3 s while each blocks in recv() on a silent client: fewer than
+	# 25, as on TCP (a sleep that woke every second would make about 150).
 	local port w
 	for path in tcp rdma; do
 		local pre=()
@@ -85,12 +85,12 @@ teardown() {
 	require_cmd python3
 	# test/rdma/sink.py: 16 MiB in 1 MiB writes to a server reading to
 	# EOF. With a 100 ms ceiling the adaptive poll would catch nearly
-	# every message spinning (the library before b385d56: 4-10 completion
-	# events, and a CPU held for the whole transfer); a reader that only
-	# reads large messages spins RSOCK_POLL_US and sleeps (about 460).
+	# every message spinning (4-10 completion events, and a CPU held for
+	# the whole transfer); a reader that only reads large messages spins
+	# RSOCK_POLL_US and sleeps (about 460 events).
 	# The sender copies (RSOCK_ZCOPY_KB=0), so its messages are 32 KiB:
-	# spans sent without the copy go in 128 KiB messages since 88f541e,
-	# about 140 for 16 MiB, too close to the bound for a sleep on each.
+	# spans sent without the copy go in 128 KiB messages, about 140 for
+	# 16 MiB, too close to the bound for a sleep on each.
 	local port events
 	port=$(free_port)
 	start_bg sink env LD_PRELOAD="$(rsock_preload_value)" RSOCK_POLL_MAX_US=100000 \
@@ -119,7 +119,7 @@ teardown() {
 	# 50 clients in one process (test/rdma/idle.py): each connects, writes
 	# a byte (the start of an inline command, which redis buffers) and
 	# waits until idle.ready exists. (Fifty redis-cli processes, one per
-	# connection, spent 25 s of the test starting.)
+	# connection, would spend 25 s of the test starting.)
 	start_bg idle env $(rsock_env idle) python3 "$BATS_TEST_DIRNAME/idle.py" cli "$ADDR_B" "$port" "$n"
 	for ((i = 0; i < 300; i++)); do
 		[ "$(redis-cli -h "$ADDR_B" -p "$port" info clients | tr -d '\r' | awk -F: '/^connected_clients/ {print $2}')" -ge $((n + 1)) ] && break
@@ -156,6 +156,6 @@ teardown() {
 	events=$(stat_of srv.log cq_events)
 	arms=$(stat_of srv.log cq_arms)
 	echo "# redis-server, $n GETs on one connection: $events completion events, $arms CQ arms" >&3
-	# Without lazy arming every request was an event (and an arm).
+	# Without lazy arming every request would be an event (and an arm).
 	[ "$events" -lt $((n / 4)) ] && [ "$arms" -lt $((n / 4)) ]
 }
