@@ -2,7 +2,7 @@
  * kernel TCP's: exec'd images, forked children and an owner that closes
  * while a child still holds the socket, system() (doc/design.md section 6,
  * the hand-over). Run over kernel TCP and under librsock, the output must be
- * identical (test/rdma/events.bats).
+ * identical (test/rdma/forkexec.bats).
  *
  * usage: handcheck SERVER_ADDR CLIENT_ADDR [PORT]
  *        handcheck --image FD OUTFD    (the exec'd image of scenarios A, B) */

@@ -1,6 +1,6 @@
 /* keycheck.c - a hostile librsock peer: can one stream's peer write into
  * another stream's receive ring? What does a protocol violation do to the
- * stream? (test/rdma/transport.bats)
+ * stream? (test/rdma/negotiation.bats)
  *
  *   keycheck server ADDR PORT N        an echo server (run it under librsock):
  *                                      accepts N connections, echoes each in

@@ -1,7 +1,7 @@
 /* spawnvm: a server that starts its children in its own memory, as libuv
  * and posix_spawn-like code do: clone(CLONE_VM | CLONE_VFORK), then, in the
  * child, close_range(3, ~0) or dup2 onto 0 and 1, then execve. It speaks
- * the protocol of transport.bats' s.py client.
+ * the protocol of subproc.py's client (test/rdma/forkexec.bats).
  *
  * Usage: spawnvm ADDR PORT
  *

@@ -1,7 +1,7 @@
 """burst.py - small writes must reach the peer promptly when the writer then
 waits where the library cannot see it (no socket call), and all of them
 when it exits without closing the stream, as over kernel TCP. Guards any
-holding back of small writes (doc/design.md section 9: none is done).
+holding back of small writes (doc/design.md, "Wire protocol": none is done).
 
 srv HOST PORT N: take one stream, read until N bytes have come (printing
     "all N bytes at <CLOCK_MONOTONIC seconds>" and whether they are

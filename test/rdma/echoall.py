@@ -1,4 +1,4 @@
-"""echoall.py - transport.bats' echo of a request larger than the rings: the
+"""echoall.py - datapath.bats' echo of a request larger than the rings: the
 client writes all of it before it reads, the server echoes each piece as it
 reads it, both with blocking calls. Kernel TCP's buffers (megabytes) take
 that; each end's ring alone (256 KiB) would leave both blocked in a write,

@@ -1,4 +1,4 @@
-"""echoes.py - the echo both ends of transport.bats' Python tests share
+"""echoes.py - the echo both ends of test/rdma's Python tests share
 (they put test/rdma on PYTHONPATH).
 
 listener(host, port): a listening socket.

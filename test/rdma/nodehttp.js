@@ -1,5 +1,5 @@
 // nodehttp.js - Node's http server and client (libuv: epoll, non-blocking
-// connect, writev) for programs.bats.
+// connect, writev) for applications.bats.
 //   node nodehttp.js srv HOST PORT N: answer N POSTs with the same 2 MB
 //     body; exit once all N are answered and every connection closed.
 //   node nodehttp.js cli HOST PORT N: N POSTs of 10 kB over at most 4
@@ -8,7 +8,7 @@
 // The server does not call server.close(): since Node 19 it destroys the
 // keep-alive connections it deems idle, which drops a response still
 // queued in Node (over kernel TCP too, once the response outgrows the
-// socket's buffer; doc/design.md section 11).
+// socket's buffer; doc/design.md, "Observability and costs").
 'use strict';
 const http = require('http');
 const crypto = require('crypto');

@@ -1,4 +1,4 @@
-"""passfd.py - transport.bats' server that hands each accepted connection to
+"""passfd.py - forkexec.bats' server that hands each accepted connection to
 a worker process over a Unix socket (SCM_RIGHTS), as Node's cluster module
 does, and its client.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """privdrop.py ADDR PORT MODE N: an echo server that changes its credentials,
-as daemons do, for the RDMA suite (test/rdma/events.bats).
+as daemons do, for the RDMA suite (test/rdma/forkexec.bats).
 
 MODE accept-then-setuid: the first stream is accepted and answers one
   message, then the process calls setgid(0)/setuid(0) (same ids, new

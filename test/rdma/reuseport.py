@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""reuseport.py - listeners of one port with SO_REUSEPORT, for transport.bats.
+"""reuseport.py - listeners of one port with SO_REUSEPORT, for negotiation.bats.
 
   reuseport.py srv ADDR PORT N     N listeners on ADDR:PORT in this process,
                                    a thread each; every connection gets

@@ -162,3 +162,41 @@ differential() {
 	rdma_crossed 20
 	echo "# $(wc -l <tcp.txt) observations identical over kernel TCP and RDMA" >&3
 }
+
+# ---- echo and upload pairs (negotiation, datapath and forkexec.bats) -------
+
+# echo_pair SCRIPT [VAR=VALUE...]: `python3 SCRIPT srv ADDR_B PORT` in the
+# background and `python3 SCRIPT cli ADDR_B PORT`, both under librsock with
+# the given variables (logs srv.log and cli.log, test/rdma/echoes.py on the
+# path); the server must print "intact" 3 times.
+echo_pair() {
+	local script=$1 port
+	shift
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 "$@" RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$script" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 60 env RSOCK_STATS=1 "$@" RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$script" cli "$ADDR_B" "$port"
+	wait_bg "$BG_PID" 30
+	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
+}
+
+# nc_upload SERVER_ADDR CLIENT_ADDR BYTES: an nc client at CLIENT_ADDR sends
+# BYTES random bytes (the file `data`) to `nc -l` at SERVER_ADDR, both under
+# librsock; the bytes arrive intact and both ends counted them over RDMA. The
+# server's stderr (srv.err) names the client (-v, -n: no name lookups).
+nc_upload() {
+	local srv=$1 cli=$2 n=$3 port
+	rand_file data "$n"
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		sh -c "exec nc -n -v -l -s $srv -p $port >got"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 120 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		nc -N -s "$cli" "$srv" "$port" <data
+	wait_bg "$BG_PID" 60
+	same_file data got "nc $cli -> $srv"
+	stats_rdma cli.log "$n" tx
+	stats_rdma srv.log "$n" rx
+}

@@ -1,4 +1,4 @@
-%% rsock_echo.erl - an Erlang echo server and client for programs.bats: the
+%% rsock_echo.erl - an Erlang echo server and client for applications.bats: the
 %% BEAM's own I/O (its poll set, non-blocking sockets, a port per socket,
 %% writes from another process than the reader's).
 %%   erl -noshell -pa DIR -s rsock_echo srv ADDR PORT N   serve N connections

@@ -1,4 +1,4 @@
-"""subproc.py - transport.bats' server that runs children while it holds an
+"""subproc.py - forkexec.bats' server that runs children while it holds an
 RDMA stream, and its client.
 
 subproc.py srv ADDR PORT: accept one stream; five times read exactly 100000

@@ -29,7 +29,7 @@ teardown() {
 	local cs
 	cs=$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)
 	tap_note "clock source: $cs"
-	# under TCG without tsc=reliable (test/vm/vm-run) this was hpet, and
+	# under TCG without tsc=reliable (test/vm/vm-run) it is hpet, and
 	# every clock_gettime() a system call of about 1.15 us
 	case $cs in
 	tsc | tsc-early | kvm-clock) ;;
@@ -90,7 +90,7 @@ teardown() {
 			--source_ip "$ADDR_B" "$ADDR_A"
 		echo "$output"
 		# A server seen listening may still reject the first connect
-		# (seen once under load: REJECTED, error 8): start over.
+		# (under load: REJECTED, error 8): start over.
 		if [ "$status" -ne 0 ] && [ $try -lt 3 ] && grep -q 'RDMA_CM_EVENT_REJECTED' <<<"$output"; then
 			teardown_bg
 			sleep 1

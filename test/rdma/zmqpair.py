@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """zmqpair.py - ZeroMQ (libzmq: its own I/O threads, epoll, eventfd,
-non-blocking connect) over two TCP connections, for programs.bats.
+non-blocking connect) over two TCP connections, for applications.bats.
 
   zmqpair.py srv ADDR PORT        REP on PORT, PULL on PORT+1
   zmqpair.py cli ADDR PORT FROM   from FROM: 50 requests of 1 B to 300 KB,

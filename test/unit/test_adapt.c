@@ -204,8 +204,8 @@ static void test_off(void **state)
 }
 
 /* The bulk-sink rule (tp_sink_note): large reads make a sink after
- * TP_SINK_WAITS waits; wake-ups that read nothing change nothing (before
- * session 25 they reset the count, and the 4 x 1 MiB server spun again);
+ * TP_SINK_WAITS waits; wake-ups that read nothing change nothing (were
+ * they to reset the count, the 4 x 1 MiB server would spin again);
  * an odd short read does not end a sink; a stream of small reads never is
  * one. */
 static void test_sink_rule(void **state)

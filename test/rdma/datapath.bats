@@ -1,0 +1,292 @@
+#!/usr/bin/env bats
+# The RDMA data path (doc/design.md, "Wire protocol"), in the soft-RoCE guest
+# or on a host with an RDMA device: the application observes exactly what
+# kernel TCP gives it (the differential streamcheck), large streams arrive
+# byte-exact, the rings, messages and credits behave as specified, and a
+# stream's end (a killed peer) looks like TCP's.
+#
+# Which path carried the bytes is asserted twice: by librsock's own counters
+# (RSOCK_STATS=1) and by the RDMA device's packet counters.
+
+load ../bats/helpers
+load rsock
+
+setup_file() {
+	require_build
+	require_rdma_env
+}
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+	stop_all_bg
+}
+
+# ---- the differential semantics suite ---------------------------------------
+
+@test "streamcheck: the application observes the same over RDMA as over kernel TCP" {
+	differential streamcheck
+	# streamcheck's large writes (two of 3 MiB, a writev, read-only and
+	# file mappings) go from the server's own buffers, without the copy
+	# (its counters at exit: at least the two 3 MiB writes less their tails)
+	local z
+	z=$(grep -o 'zcopy=[0-9]*' rdma.log | cut -d= -f2 | sort -n | tail -1)
+	echo "# ${z:-0} bytes sent without the copy" >&3
+	[ "${z:-0}" -ge $((6 * 1024 * 1024 - 2 * 32768)) ]
+}
+
+@test "streamcheck over IPv6: the same observations over RDMA (RoCEv2 on IPv6) as over kernel TCP" {
+	require_ipv6_env
+	differential streamcheck "$ADDR_B6" "$ADDR_A6"
+}
+
+# ---- byte-exact streams, messages and rings ---------------------------------
+
+@test "nc: 40 MB each way over RDMA, checksums equal" {
+	require_cmd nc
+	local port
+	rdma_snapshot
+	nc_upload "$ADDR_B" "$ADDR_A" 40000000
+	rdma_crossed 10000
+
+	# the other direction: the server sends, the client receives
+	port=$(free_port)
+	BG_STDIN=data start_bg srv2 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv2.log" \
+		LD_PRELOAD="$(rsock_preload_value)" nc -N -l -s "$ADDR_B" -p "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 120 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli2.log" LD_PRELOAD="$(rsock_preload_value)" \
+		nc -d -s "$ADDR_A" "$ADDR_B" "$port" >got2
+	wait_bg "$BG_PID" 60
+	same_file data got2 "nc server -> client"
+	stats_rdma srv2.log 40000000 tx
+	stats_rdma cli2.log 40000000 rx
+}
+
+@test "a client that writes a 1 MB request before it reads, to an echo server (both blocking): echoed intact over RDMA, as kernel TCP's buffers allow" {
+	# test/rdma/echoall.py: 1 MB is four times a ring (without the spill
+	# the exchange stops after about 295 KB; kernel TCP in this guest can
+	# stop short of 3 MB, its buffers being autotuned). Both ends block in
+	# a write, each waiting for the other to read; a blocked send moves its
+	# own unread bytes out of the ring, so the peer can send on (spill).
+	require_cmd python3
+	local port
+	port=$(free_port)
+	start_bg tcpsrv env PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/echoall.py" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 60 env PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/echoall.py" cli "$ADDR_B" "$port" 1000000
+	echo "kernel TCP: $output"
+	[[ "$output" == *"1000000 bytes echoed intact"* ]]
+	wait_bg "$BG_PID" 30
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" \
+		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" \
+		python3 "$BATS_TEST_DIRNAME/echoall.py" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 60 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" \
+		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" \
+		python3 "$BATS_TEST_DIRNAME/echoall.py" cli "$ADDR_B" "$port" 1000000
+	echo "librsock: $output"
+	[ "$status" = 0 ] || { bg_output "$BG_PID"; grep -v poll cli.log | tail -20; false; }
+	[[ "$output" == *"1000000 bytes echoed intact"* ]]
+	wait_bg "$BG_PID" 30
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+	echo "spills: client $(grep -c 'kept beyond the ring' cli.log), server $(grep -c 'kept beyond the ring' srv.log)"
+	grep -q 'kept beyond the ring' cli.log srv.log # either end may be first
+}
+
+@test "small writes reach the peer at once when the writer then sleeps without a socket call, and all of them when it exits without closing" {
+	# test/rdma/burst.py: 200 writes of 100 bytes, then a 3 s sleep (no
+	# socket call the library sees) before the client reads; the server
+	# notes when the last byte came. Then the same writes and exit() with
+	# the stream never closed.
+	require_cmd python3
+	local port t0 t1
+	for path in tcp rdma; do
+		local pre=() env=(RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli-$path.log" PYTHONPATH="$BATS_TEST_DIRNAME")
+		[ "$path" = rdma ] && pre=(LD_PRELOAD="$(rsock_preload_value)")
+		port=$(free_port)
+		start_bg "srv-$path" env "${pre[@]}" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv-$path.log" \
+			PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/burst.py" srv "$ADDR_B" "$port" 20000
+		wait_for_port "$port" 15 "$BG_PID"
+		run bounded 30 env "${pre[@]}" "${env[@]}" python3 "$BATS_TEST_DIRNAME/burst.py" cli "$ADDR_B" "$port" 20000 sleep
+		echo "$path: $output"
+		[ "$status" = 0 ] || { bg_output "$BG_PID"; false; }
+		[[ "$output" == *"answer b'ok'"* ]]
+		wait_bg "$BG_PID" 30
+		grep -qx intact "srv-$path.out"
+		t0=$(sed -n 's/^last write at //p' <<<"$output")
+		t1=$(sed -n 's/^all 20000 bytes at //p' "srv-$path.out")
+		echo "$path: the last byte came $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", (b - a) * 1000 }') ms after the last write"
+		awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 1.0) }'
+	done
+	stats_only_rdma cli-rdma.log
+	stats_only_rdma srv-rdma.log
+	port=$(free_port)
+	start_bg srv-exit env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv-exit.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/burst.py" srv "$ADDR_B" "$port" 20000
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 30 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli-exit.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" python3 "$BATS_TEST_DIRNAME/burst.py" cli "$ADDR_B" "$port" 20000 exit
+	wait_bg "$BG_PID" 30
+	grep -qx intact srv-exit.out
+	stats_only_rdma srv-exit.log
+	stats_only_rdma cli-exit.log
+}
+
+@test "message sizes: large blocking sends go in 128 KiB messages without the copy, copied ones in 32 KiB messages, small ones inline" {
+	require_cmd python3
+	# The sender's trace lines name every data message it posts
+	# (doc/design.md, "Wire protocol"): 1 MiB sendall()s (test/rdma/sink.py) are sent from the
+	# application's buffer in messages of up to TP_MAX_ZC_CHUNK (128 KiB,
+	# half the peer's 256 KiB ring at most), the call's last 32 KiB copied;
+	# with RSOCK_ZCOPY_KB=0 every message is copied, at most TP_MAX_CHUNK
+	# (32 KiB). The bytes arrive intact either way.
+	local port zc max n
+	for zc in 256 0; do
+		port=$(free_port)
+		start_bg "sink$zc" env LD_PRELOAD="$(rsock_preload_value)" \
+			python3 "$BATS_TEST_DIRNAME/sink.py" srv "$ADDR_B" "$port"
+		wait_for_port "$port" 15 "$BG_PID"
+		bounded 60 env LD_PRELOAD="$(rsock_preload_value)" RSOCK_ZCOPY_KB="$zc" \
+			RSOCK_LOG_LEVEL=trace RSOCK_LOG_FILE="$PWD/msgs$zc.log" \
+			python3 "$BATS_TEST_DIRNAME/sink.py" cli "$ADDR_B" "$port" 8
+		wait_bg "$BG_PID" 30
+		grep -q "^got 8388608 " "sink$zc.out"
+		max=$(sed -n 's/.* data message of \([0-9]*\) bytes.*/\1/p' "msgs$zc.log" | sort -n | tail -1)
+		n=$(grep -c " data message of " "msgs$zc.log")
+		echo "# RSOCK_ZCOPY_KB=$zc: $n data messages, the largest $max bytes" >&3
+		if [ "$zc" = 256 ]; then
+			[ "$max" = 131072 ]
+			grep -q " data message of 131072 bytes, sent without the copy" "msgs$zc.log"
+			grep -q " data message of [0-9]* bytes$" "msgs$zc.log" # the copied ends
+			# 8 x (7 x 128 KiB + 96 KiB + 32 KiB copied) = 72 when the
+			# room never cuts a message short; copying all: 256 or more
+			[ "$n" -le 160 ]
+		else
+			[ "$max" = 32768 ]
+			# (`|| false`: a negated command alone never fails a bats test)
+			! grep -q "without the copy" "msgs$zc.log" || false
+			[ "$n" -ge 256 ]
+		fi
+	done
+	# a 10-byte write is one inline message
+	port=$(free_port)
+	start_bg small env LD_PRELOAD="$(rsock_preload_value)" \
+		python3 "$BATS_TEST_DIRNAME/sink.py" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	bounded 60 env LD_PRELOAD="$(rsock_preload_value)" RSOCK_LOG_LEVEL=trace \
+		RSOCK_LOG_FILE="$PWD/small.log" python3 -c '
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.sendall(b"0123456789")
+s.close()' "$ADDR_B" "$port"
+	wait_bg "$BG_PID" 30
+	grep -q "^got 10 " small.out
+	grep -q " data message of 10 bytes, inline" small.log
+}
+
+@test "ring sizes follow SO_RCVBUF/SO_SNDBUF (iperf3 -w 64K), RSOCK_RING_KB otherwise" {
+	require_cmd iperf3
+	local port
+	port=$(free_port)
+	start_bg srv env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		iperf3 -s -B "$ADDR_B" -p "$port"
+	wait_for_port "$port" 20 "$BG_PID"
+	bounded 60 env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		iperf3 -c "$ADDR_B" -B "$ADDR_A" -p "$port" -t 1 -w 64K >out.txt 2>&1 || { cat out.txt >&2; false; }
+	grep -E 'rings rx' cli.log srv.log
+	# the control stream keeps the default, the data stream follows -w
+	grep -q 'rings rx 262144 tx 262144' cli.log
+	grep -q 'rings rx 65536 tx 65536' cli.log
+	grep -q 'rings rx 65536 tx 65536' srv.log
+	grep -q 'receiver' out.txt
+}
+
+@test "short connections reuse registered rings (RSOCK_RING_CACHE), torn down off the closing thread: 12 sequential HTTP fetches, byte-exact" {
+	# Each fetch is a new stream; from the second on, both ends take the
+	# rings (memory, registration, protection domain, completion channel
+	# and CQ) a closed stream left.
+	require_cmd python3
+	local port i
+	mkdir www
+	for i in $(seq 0 11); do rand_file "www/f$i" $((100000 + i * 37000)); done
+	port=$(free_port)
+	start_bg srv env RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 -m http.server -b "$ADDR_B" -d www "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	fetch_all() { # LOG N [ENV...]: fetch f0..f(N-1) into got0.., one connection each
+		local log=$1 n=$2
+		shift 2
+		bounded 60 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/$log" "$@" \
+			LD_PRELOAD="$(rsock_preload_value)" python3 -c '
+import http.client, sys
+for i in range(int(sys.argv[4])):
+    c = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=20,
+                                   source_address=(sys.argv[3], 0))
+    c.request("GET", "/f%d" % i)
+    r = c.getresponse()
+    with open("got%d" % i, "wb") as f:
+        f.write(r.read())
+    c.close()
+' "$ADDR_B" "$port" "$ADDR_A" "$n"
+	}
+	fetch_all cli.log 12
+	for i in $(seq 0 11); do same_file "www/f$i" "got$i" "fetch $i"; done
+	stats_only_rdma cli.log
+	stats_rdma cli.log 1000000 rx
+	echo "reused: client $(grep -c 'bytes reused' cli.log), server $(grep -c 'bytes reused' srv.log)"
+	[ "$(grep -c 'bytes reused' cli.log)" -ge 10 ]
+	[ "$(grep -c 'bytes reused' srv.log)" -ge 10 ]
+	# and the completion channel and CQ that came with them
+	[ "$(grep -c 'bytes reused, with their CQ' cli.log)" -ge 10 ]
+	[ "$(grep -c 'bytes reused, with their CQ' srv.log)" -ge 10 ]
+	# Closed streams were torn down off the closing thread: by the cm
+	# thread, or by the next stream, which took their rings.
+	local l
+	for l in cli.log srv.log; do
+		[ "$(grep -c 'closed stream torn down at close' "$l")" -eq 0 ]
+		[ "$(grep -cE 'closed stream torn down (by the cm thread|for a new stream)' "$l")" -ge 11 ]
+	done
+	# RSOCK_RING_CACHE=0: every stream registers its own
+	rm -f got*
+	fetch_all cli0.log 3 RSOCK_RING_CACHE=0
+	for i in 0 1 2; do same_file "www/f$i" "got$i" "fetch $i without the cache"; done
+	[ "$(grep -c 'bytes registered' cli0.log)" -ge 3 ]
+	! grep -q 'bytes reused' cli0.log || false
+}
+
+# ---- endings ----------------------------------------------------------------
+
+@test "a peer killed with SIGKILL: EOF or ECONNRESET within a second, no hang" {
+	local port
+	port=$(free_port)
+	start_bg srv env LD_PRELOAD="$(rsock_preload_value)" python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
+c, _ = s.accept(); c.sendall(b"ready"); time.sleep(60)
+' "$ADDR_B" "$port"
+	local srv=$BG_PID
+	wait_for_port "$port" 15 "$srv"
+	run bounded 20 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" python3 -c '
+import os, socket, sys, time, signal
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), source_address=(sys.argv[3], 0))
+assert c.recv(5) == b"ready"
+os.kill(int(sys.argv[4]), signal.SIGKILL)
+t = time.monotonic()
+try:
+    r = c.recv(10)
+    what = "EOF" if r == b"" else "data"
+except ConnectionResetError:
+    what = "ECONNRESET"
+print(what, round(time.monotonic() - t, 2))
+' "$ADDR_B" "$port" "$ADDR_A" "$(pgrep -P "$srv" python3 || echo "$srv")"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" =~ ^(EOF|ECONNRESET)\ ([0-9.]+)$ ]]
+	awk -v t="${BASH_REMATCH[2]}" 'BEGIN { exit !(t < 1.0) }'
+	stats_rdma cli.log 5 rx
+}
