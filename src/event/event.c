@@ -15,8 +15,8 @@ int event_fd_is_rdma(int fd)
 
 	if (!fdtab_maybe_tracked(fd) || !(c = fdtab_get(fd)))
 		return 0;
-	if (c->ep)
-		ep_nested(c->ep); /* an epoll instance polled or selected */
+	if (c->instance)
+		ep_nested(c->instance); /* an epoll instance polled or selected */
 	conn_settle_maybe(c, fd);
 	rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA &&
 	       !tp_kernel_only(c->tp);
@@ -90,8 +90,8 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		 * one: until then its kernel socket holds the client's hello,
 		 * readable where TCP would have nothing (ncat --broker read
 		 * it, got EAGAIN and closed the stream). */
-		if (c && c->ep)
-			ep_nested(c->ep);
+		if (c && c->instance)
+			ep_nested(c->instance);
 		conn_settle_maybe(c, fds[i].fd);
 		if (c && (atomic_load(&c->path) != CONN_PATH_RDMA || tp_kernel_only(c->tp))) {
 			conn_unref(c);
@@ -103,7 +103,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 		slept[i].on = 0;
 	for (;;) {
 		nfds_t m = n;
-		int bell = 0;
+		int wake = 0; /* the thread's wake descriptor is polled too */
 
 		/* Arm first, then look: a completion after the look wakes the sleep. */
 		for (nfds_t i = 0; i < n; i++) {
@@ -113,7 +113,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 				continue;
 			ext[i].fd = -1; /* the kernel ignores it */
 			int wfd = tp_wait_fd(cs[i]->tp, &slept[i]);
-			bell |= slept[i].fd >= 0;
+			wake |= slept[i].fd >= 0;
 			if (wfd >= 0) {
 				ext[m].fd = wfd;
 				ext[m].events = POLLIN;
@@ -124,7 +124,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 					(tp_switched(cs[i]->tp) ? fds[i].events & POLLOUT : 0);
 			ext[m++].revents = 0;
 		}
-		if (bell) { /* other threads' progress on our streams rings it */
+		if (wake) { /* other threads' progress on our streams writes it */
 			ext[m].fd = tp_thread_bell();
 			ext[m].events = POLLIN;
 			ext[m++].revents = 0;
