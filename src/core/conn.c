@@ -164,7 +164,7 @@ void conn_settle(struct conn *c, int fd, int how)
 void conn_fd_gone(struct conn *c)
 {
 	if (c && atomic_fetch_sub_explicit(&c->nfds, 1, memory_order_acq_rel) == 1) {
-		if (conn_hooks.stream_closed)
+		if (!c->instance && conn_hooks.stream_closed)
 			conn_hooks.stream_closed(c);
 		later_drop(c);
 	}
