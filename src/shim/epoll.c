@@ -46,7 +46,7 @@ RSOCK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return (int)shim_ret(rc);
 }
 
-/* The wait of an instance epoll.c drives, or EP_PASS. */
+/* The wait of an instance event/epoll/ drives, or EP_PASS. */
 static int wait_slow(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
 		     const sigset_t *mask)
 {

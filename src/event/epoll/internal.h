@@ -98,6 +98,8 @@ void ep_readyfd_update(struct ep *ep);
 
 /* ---- item.c ---- */
 
+/* On the idle list (lazy arming: looked at by each wait, its completion
+ * event not requested). Caller holds ep->lock. */
 void ep_idle_add(struct ep *ep, struct ep_item *it);
 /* On the ready list (off the idle list); not for a kernel-held item.
  * Caller holds ep->lock. */
