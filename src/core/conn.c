@@ -12,7 +12,6 @@
 
 #include "negotiate/cm.h"
 #include "core/conn.h"
-#include "event/epoll.h"
 #include "core/fdtab.h"
 #include "base/ownfd.h"
 #include "path/handover.h"
@@ -23,6 +22,13 @@
 #include "path/rdma/transport.h"
 
 static void later_drop(struct conn *c);
+
+static struct conn_hooks conn_hooks;
+
+void conn_hooks_set(const struct conn_hooks *h)
+{
+	conn_hooks = *h;
+}
 
 /* Freed conns are kept for the next conn_new, never given back to malloc:
  * fdtab_get() takes a reference on a conn it found without a lock, and the
@@ -100,8 +106,8 @@ void conn_unref(struct conn *c)
 		cm_unlisten(c);
 	if (c->tp)
 		tp_close(c->tp, 0);
-	if (c->ep)
-		ep_destroy(c->ep);
+	if (c->instance && conn_hooks.instance_free)
+		conn_hooks.instance_free(c->instance);
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_lock(&conn_pool_lock);
 	c->pool_next = conn_pool;
@@ -141,7 +147,8 @@ void conn_settle(struct conn *c, int fd, int how)
 			 * RDMA (shim/socket.c) was made before this reads them. Set
 			 * before, or inherited from the listener as the kernel does. */
 			tp_sockopts_changed(t);
-			ep_stream_converted();
+			if (conn_hooks.stream_converted)
+				conn_hooks.stream_converted();
 		} else {
 			c->stale_ack = stale;
 			atomic_store(&c->path, CONN_PATH_TCP);
@@ -157,8 +164,8 @@ void conn_settle(struct conn *c, int fd, int how)
 void conn_fd_gone(struct conn *c)
 {
 	if (c && atomic_fetch_sub_explicit(&c->nfds, 1, memory_order_acq_rel) == 1) {
-		if (c->ep_items)
-			ep_conn_closed(c);
+		if (!c->instance && conn_hooks.stream_closed)
+			conn_hooks.stream_closed(c);
 		later_drop(c);
 	}
 }

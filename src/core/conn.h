@@ -31,8 +31,6 @@ enum conn_path {
 
 struct tp;
 struct cm_client;
-struct ep;
-struct ep_item;
 
 struct later;
 
@@ -48,8 +46,12 @@ struct conn {
 	_Atomic int path;       /* enum conn_path */
 	_Atomic int rules;      /* enum rules_transport decided at connect/listen */
 
-	struct ep *ep;          /* not a stream but an epoll instance (epoll.c); immutable */
-	struct ep_item *ep_items; /* this stream's epoll registrations (epoll.c's global lock) */
+	/* Not a stream but another descriptor the library tracks (an epoll
+	 * instance): the object the layer that tracks it made (event/epoll's
+	 * shadow), freed by conn_hooks.instance_free with the last reference.
+	 * NULL for a stream. Set before the conn enters the fd table, then
+	 * immutable. */
+	void *instance;
 	_Atomic int nfds;       /* descriptors of this process in the fd table */
 	_Atomic int hello_due;  /* accepted from a librsock client, handshake not done yet */
 	_Atomic uint32_t rcvbuf, sndbuf; /* SO_RCVBUF/SO_SNDBUF as asked for (0: never) */
@@ -58,6 +60,21 @@ struct conn {
 	_Atomic int later_on;   /* later is set (read without the lock) */
 	struct conn *pool_next; /* freed: the next in conn.c's pool */
 };
+
+/* What layers above core do when a conn changes, filled by init.c's
+ * init_run() before any conn exists (conn_hooks_set). A hook left NULL (unit
+ * tests) does nothing. */
+struct conn_hooks {
+	/* The last descriptor of the stream c is gone (conn_fd_gone): it leaves
+	 * every epoll instance. */
+	void (*stream_closed)(struct conn *c);
+	/* A stream turned RDMA (conn_settle). */
+	void (*stream_converted)(void);
+	/* The last reference of a conn with an instance is gone: free it. */
+	void (*instance_free)(void *instance);
+};
+/* Install the hooks (copied). Called once, before any conn exists. */
+void conn_hooks_set(const struct conn_hooks *h);
 
 /* A new conn with one reference, or NULL (out of memory). */
 struct conn *conn_new(int domain);
@@ -72,7 +89,7 @@ void conn_unref(struct conn *c);
 
 /* A descriptor of c left the fd table (close, dup2 over it, close_range).
  * When it was the last one, c leaves every epoll instance, as a closed file
- * leaves the kernel's. */
+ * leaves the kernel's (conn_hooks.stream_closed). */
 void conn_fd_gone(struct conn *c);
 
 /* An accepted stream whose client probed us does its handshake (RDMA or

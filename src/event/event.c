@@ -1,11 +1,17 @@
-/* event.c - see event.h. */
+/* event.c - see event.h: poll and select over sets that hold RDMA streams. */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
-#include "core/conn.h"
-#include "event/epoll.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "event/event.h"
+#include "event/epoll.h"
+#include "core/conn.h"
 #include "core/fdtab.h"
+#include "base/clock.h"
+#include "base/real.h"
 #include "path/rdma/transport.h"
 
 int event_fd_is_rdma(int fd)
@@ -15,8 +21,8 @@ int event_fd_is_rdma(int fd)
 
 	if (!fdtab_maybe_tracked(fd) || !(c = fdtab_get(fd)))
 		return 0;
-	if (c->ep)
-		ep_nested(c->ep); /* an epoll instance polled or selected */
+	if (c->instance)
+		ep_nested(c->instance); /* an epoll instance polled or selected */
 	conn_settle_maybe(c, fd);
 	rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA &&
 	       !tp_kernel_only(c->tp);
@@ -41,15 +47,6 @@ int event_any_rdma_fdset(int nfds, const fd_set *r, const fd_set *w, const fd_se
 	return 0;
 }
 
-#include <errno.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "base/clock.h"
-#include "base/real.h"
-#include "path/rdma/transport.h"
-
-
 #define EV_SMALL 16
 
 /* The streams' waits begun by tp_wait_fd are over (again: nothing). */
@@ -58,6 +55,81 @@ static void sleep_end(struct conn **cs, struct tp_waiter *slept, nfds_t n)
 	for (nfds_t i = 0; i < n; i++)
 		if (cs[i])
 			tp_wait_end(cs[i]->tp, &slept[i]);
+}
+
+/* cs[i]: the conn of fds[i] (a reference) when it is an RDMA stream, else
+ * NULL. */
+static void streams_collect(const struct pollfd *fds, nfds_t n, struct conn **cs)
+{
+	for (nfds_t i = 0; i < n; i++) {
+		struct conn *c = fdtab_maybe_tracked(fds[i].fd) ? fdtab_get(fds[i].fd) : NULL;
+		/* An accepted stream settles at its first use, and a wait is
+		 * one: until then its kernel socket holds the client's hello,
+		 * readable where TCP would have nothing (ncat --broker read
+		 * it, got EAGAIN and closed the stream). */
+		if (c && c->instance)
+			ep_nested(c->instance);
+		conn_settle_maybe(c, fds[i].fd);
+		if (c && (atomic_load(&c->path) != CONN_PATH_RDMA || tp_kernel_only(c->tp))) {
+			conn_unref(c);
+			c = NULL;
+		}
+		cs[i] = c;
+	}
+}
+
+/* The kernel's set ext[]: fds[] with the RDMA streams' entries ignored
+ * (fd -1), then per RDMA stream its wait descriptor (if armed, tp_wait_fd)
+ * and its control connection, then the thread's wake descriptor if a
+ * stream armed one. Returns its size. Arms first: a completion after the
+ * look that follows wakes the sleep. */
+static nfds_t ext_build(const struct pollfd *fds, nfds_t n, struct conn **cs,
+			struct pollfd *ext, struct tp_waiter *slept)
+{
+	nfds_t m = n;
+	int wake = 0; /* the thread's wake descriptor is polled too */
+
+	for (nfds_t i = 0; i < n; i++) {
+		ext[i] = fds[i];
+		ext[i].revents = 0;
+		if (!cs[i])
+			continue;
+		ext[i].fd = -1; /* the kernel ignores it */
+		int wfd = tp_wait_fd(cs[i]->tp, &slept[i]);
+		wake |= slept[i].fd >= 0;
+		if (wfd >= 0) {
+			ext[m].fd = wfd;
+			ext[m].events = POLLIN;
+			ext[m++].revents = 0;
+		}
+		ext[m].fd = cs[i]->tp->tcp_fd;
+		ext[m].events = POLLIN | POLLRDHUP |
+				(tp_switched(cs[i]->tp) ? fds[i].events & POLLOUT : 0);
+		ext[m++].revents = 0;
+	}
+	if (wake) { /* other threads' progress on our streams writes it */
+		ext[m].fd = tp_thread_bell();
+		ext[m].events = POLLIN;
+		ext[m++].revents = 0;
+	}
+	return m;
+}
+
+/* After a sleep on ext[0 .. m): the streams' waits are done, and a control
+ * connection that moved is looked at. */
+static void streams_woken(struct conn **cs, nfds_t n, const struct pollfd *ext, nfds_t m)
+{
+	for (nfds_t i = 0, j = n; i < n; i++) {
+		if (!cs[i])
+			continue;
+		tp_wait_done(cs[i]->tp);
+		/* ext[] holds, per stream, the wait fd (if armed) then the
+		 * control connection. */
+		while (j < m && ext[j].fd != cs[i]->tp->tcp_fd)
+			j++;
+		if (j < m && ext[j].revents)
+			tp_control_event(cs[i]->tp);
+	}
 }
 
 int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask)
@@ -84,51 +156,13 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 			free(slept);
 		return -ENOMEM;
 	}
-	for (nfds_t i = 0; i < n; i++) {
-		struct conn *c = fdtab_maybe_tracked(fds[i].fd) ? fdtab_get(fds[i].fd) : NULL;
-		/* An accepted stream settles at its first use, and a wait is
-		 * one: until then its kernel socket holds the client's hello,
-		 * readable where TCP would have nothing (ncat --broker read
-		 * it, got EAGAIN and closed the stream). */
-		if (c && c->ep)
-			ep_nested(c->ep);
-		conn_settle_maybe(c, fds[i].fd);
-		if (c && (atomic_load(&c->path) != CONN_PATH_RDMA || tp_kernel_only(c->tp))) {
-			conn_unref(c);
-			c = NULL;
-		}
-		cs[i] = c;
-	}
+	streams_collect(fds, n, cs);
 	for (nfds_t i = 0; i < n; i++)
 		slept[i].on = 0;
 	for (;;) {
-		nfds_t m = n;
-		int bell = 0;
-
 		/* Arm first, then look: a completion after the look wakes the sleep. */
-		for (nfds_t i = 0; i < n; i++) {
-			ext[i] = fds[i];
-			ext[i].revents = 0;
-			if (!cs[i])
-				continue;
-			ext[i].fd = -1; /* the kernel ignores it */
-			int wfd = tp_wait_fd(cs[i]->tp, &slept[i]);
-			bell |= slept[i].fd >= 0;
-			if (wfd >= 0) {
-				ext[m].fd = wfd;
-				ext[m].events = POLLIN;
-				ext[m++].revents = 0;
-			}
-			ext[m].fd = cs[i]->tp->tcp_fd;
-			ext[m].events = POLLIN | POLLRDHUP |
-					(tp_switched(cs[i]->tp) ? fds[i].events & POLLOUT : 0);
-			ext[m++].revents = 0;
-		}
-		if (bell) { /* other threads' progress on our streams rings it */
-			ext[m].fd = tp_thread_bell();
-			ext[m].events = POLLIN;
-			ext[m++].revents = 0;
-		}
+		nfds_t m = ext_build(fds, n, cs, ext, slept);
+
 		count = 0;
 		for (nfds_t i = 0; i < n; i++) {
 			if (!cs[i])
@@ -169,17 +203,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 			rc = -errno; /* EINTR from a signal the mask let through */
 			break;
 		}
-		for (nfds_t i = 0, j = n; i < n; i++) {
-			if (!cs[i])
-				continue;
-			tp_wait_done(cs[i]->tp);
-			/* ext[] holds, per stream, the wait fd (if armed) then the
-			 * control connection. */
-			while (j < m && ext[j].fd != cs[i]->tp->tcp_fd)
-				j++;
-			if (j < m && ext[j].revents)
-				tp_control_event(cs[i]->tp);
-		}
+		streams_woken(cs, n, ext, m);
 		if (r == 0 && tmo_ns >= 0 && deadline - clock_now_ns() <= 0)
 			deadline = clock_now_ns(); /* one last look, then time out */
 	}

@@ -26,11 +26,10 @@ int event_any_rdma_fdset(int nfds, const fd_set *r, const fd_set *w, const fd_se
 int event_fd_is_rdma(int fd);
 
 /* Wake every epoll instance of the process that watches an RDMA stream so
- * that it looks at its streams again (epoll.c): a completion event it may
- * have slept on was consumed elsewhere. Async-signal-unsafe, lock-free. */
+ * that it looks at its streams again: a completion event it may
+ * have slept on was consumed elsewhere (event/epoll/instance.c: it writes
+ * the process's kick eventfd). Async-signal-unsafe, lock-free. */
 void event_kick(void);
-
-#endif
 
 /* ppoll() over a set that holds RDMA streams: kernel descriptors are polled
  * by the kernel, RDMA streams by their transport, and the caller sleeps on
@@ -42,3 +41,5 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
  * as Linux's select() reports it. */
 int event_select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timespec *tmo,
 		 const sigset_t *mask);
+
+#endif

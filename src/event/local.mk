@@ -2,5 +2,9 @@
 librsock_core_la_SOURCES += \
 	src/event/event.c \
 	src/event/event.h \
-	src/event/epoll.c \
-	src/event/epoll.h
+	src/event/epoll.h \
+	src/event/epoll/internal.h \
+	src/event/epoll/instance.c \
+	src/event/epoll/item.c \
+	src/event/epoll/ctl.c \
+	src/event/epoll/wait.c

@@ -93,12 +93,20 @@ static void fork_child(void)
 			fork_hooks[i].child();
 }
 
+/* What core's conns call in the layers above them. */
+static const struct conn_hooks conn_hooks = {
+	.stream_closed = ep_conn_closed,
+	.stream_converted = ep_stream_converted,
+	.instance_free = ep_destroy,
+};
+
 static void init_run(void)
 {
 	int prev = rsock_guard_enter();
 	int rc;
 
 	init_owner = 1;
+	conn_hooks_set(&conn_hooks); /* before any conn exists */
 	proc_pid_cache_init();
 	rc = real_resolve();
 	atomic_store_explicit(&rsock_init_state, INIT_RESOLVED, memory_order_release);

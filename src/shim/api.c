@@ -25,7 +25,7 @@ RSOCK_EXPORT int rsock_fd_transport(int fd)
 		errno = EBADF;
 		return -1;
 	}
-	if ((c = fdtab_get(fd)) && !c->ep) {
+	if ((c = fdtab_get(fd)) && !c->instance) {
 		conn_settle_maybe(c, fd); /* an accepted stream decides at its first use */
 		switch (atomic_load(&c->path)) {
 		case CONN_PATH_TCP:

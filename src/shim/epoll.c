@@ -1,7 +1,7 @@
 /* shim/epoll.c - epoll. Registrations of streams carried by kernel TCP are
- * the kernel's; an instance that holds RDMA streams is driven by epoll.c,
+ * the kernel's; an instance that holds RDMA streams is driven by event/epoll/,
  * and an instance that holds none costs a table lookup per wait and passes
- * through epoll.c too (pass_wait). */
+ * through event/epoll/ too (wait.c). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -41,12 +41,12 @@ RSOCK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return REAL_CALL(epoll_ctl, epfd, op, fd, ev);
 	rc = ep_ctl(epfd, op, fd, c, ev);
 	conn_unref(c);
-	if (rc == 1)
+	if (rc == EP_PASS)
 		return REAL_CALL(epoll_ctl, epfd, op, fd, ev);
 	return (int)shim_ret(rc);
 }
 
-/* The wait of an instance epoll.c drives, or EP_PASS. */
+/* The wait of an instance event/epoll/ drives, or EP_PASS. */
 static int wait_slow(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
 		     const sigset_t *mask)
 {
@@ -55,7 +55,7 @@ static int wait_slow(int epfd, struct epoll_event *ev, int max, const struct tim
 
 	if (!shim_active() || !(c = fdtab_get(epfd)))
 		return EP_PASS;
-	rc = c->ep ? ep_wait(c, epfd, ev, max, tmo, mask) : EP_PASS;
+	rc = c->instance ? ep_wait(c, epfd, ev, max, tmo, mask) : EP_PASS;
 	conn_unref(c);
 	return rc;
 }

@@ -170,7 +170,7 @@ static void vforked_dup(int oldfd, int newfd)
 
 	if (!c)
 		return;
-	if (!c->ep) {
+	if (!c->instance) {
 		log_debug("fd %d: a vfork child gives the stream another number", oldfd);
 		ho_vfork_dup(oldfd, newfd, atomic_load(&c->path) == CONN_PATH_RDMA ? c->tp : NULL);
 	}

@@ -69,7 +69,7 @@ static inline struct conn *shim_conn(int fd)
 {
 	struct conn *c = shim_active() ? fdtab_get(fd) : NULL;
 
-	if (RSOCK_UNLIKELY(c && c->ep)) { /* an epoll instance: not a stream */
+	if (RSOCK_UNLIKELY(c && c->instance)) { /* an epoll instance: not a stream */
 		conn_unref(c);
 		c = NULL;
 	}

@@ -271,7 +271,7 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 			 * take it, or when an epoll instance holds the stream
 			 * already (added before connect()): one sleeping on its
 			 * kernel socket would not see it turn into RDMA. */
-			if (rdma_only || c->ep_items || conn_settle_later(c, fd, 1))
+			if (rdma_only || ep_stream_watched(c) || conn_settle_later(c, fd, 1))
 				conn_settle(c, fd, CONN_SETTLE_RDMA | (rdma_only ? CONN_SETTLE_FULL : 0));
 		}
 	}
