@@ -1644,10 +1644,10 @@ int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, stru
 /* Whether another process took this stream's hello already: the hello is
  * its first bytes, so bytes received and no longer queued were read by
  * someone, and this process has not (it would have settled the stream).
- * vsftpd forks its session's two processes before either uses the
- * stream: the second waited for a hello the first had answered until the
- * handshake bound, 4 s per session. Read before the queue, so that bytes
- * arriving in between make it err towards waiting. */
+ * vsftpd forks two processes per login before either uses the stream:
+ * without this check the second would wait for a hello the first had
+ * answered until the handshake bound, 4 s per login. Read before the
+ * queue, so that bytes arriving in between make it err towards waiting. */
 /* tcpi_state values after the peer's FIN (the kernel's tcp_states.h;
  * <linux/tcp.h>, needed for tcpi_bytes_received, does not name them). */
 enum { TCPS_CLOSE_WAIT = 8, TCPS_LAST_ACK = 9, TCPS_CLOSING = 11 };
