@@ -92,15 +92,11 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out);
  * hand-over requests of other processes, handover.h). 0 or -errno. */
 int cm_service_start(void);
 
-/* Around fork, before every other lock (init.c): wait until the cm thread
- * sleeps in poll() and keep it there; resumed in parent and child. */
 /* Whether this process's cm thread runs and tears closed streams down
- * (tp_close); cm_reap_ring() tells it there are some (tp_reap). */
+ * (tp_close): 1 or 0; cm_reap_ring() tells it there are some (tp_reap). */
 int cm_reap_ready(void);
 void cm_reap_ring(void);
 
-void cm_fork_quiesce(void);
-void cm_fork_resume(void);
 /* For init.c's pthread_atfork handlers: cm_lock is held across fork() (the
  * cm thread takes it; a child inheriting it held would wait for ever). */
 void cm_fork_lock(void);
