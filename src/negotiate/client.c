@@ -20,7 +20,7 @@
 
 #include "negotiate/internal.h"
 
-/* The stream's rings and CQ: 0, or a fallback reason. Made while the
+/* The stream's rings and CQ: 0 or -errno (a RSOCK_FB_RESOURCES). Made while the
  * probe's request makes its round trip (cm_probe()); the QP follows while the
  * hello makes its own (client_qp). Both are wasted only on the first
  * connect to a plain peer, which the negative cache then remembers. */
@@ -29,19 +29,19 @@ int cm_client_prepare(struct cm_client *c, const struct cm_bufs *bufs)
 	if (!c->tp) {
 		if (tp_new(c->id->verbs, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
 			   ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), c->fd, &c->tp))
-			return RSOCK_FB_RESOURCES;
+			return -ENOMEM;
 		c->tp->ch = c->ch;
 	}
-	return tp_create_cq(c->tp) ? RSOCK_FB_RESOURCES : 0;
+	return tp_create_cq(c->tp) ? -ENOMEM : 0;
 }
 
 /* The stream's QP: its own (tp_prepare_qp, INIT on the bound data id's
  * device port), not the id's: the data id may be replaced before it
  * connects (a wrong hint, cm_client_await), and the QP does not have to
- * follow. 0 or a fallback reason. */
+ * follow. 0 or -errno (a RSOCK_FB_RESOURCES). */
 int cm_client_qp(struct cm_client *c)
 {
-	return tp_prepare_qp(c->tp, c->id->port_num) ? RSOCK_FB_RESOURCES : 0;
+	return tp_prepare_qp(c->tp, c->id->port_num) ? -ENOMEM : 0;
 }
 
 void cm_client_free(struct cm_client *c)
@@ -129,77 +129,71 @@ void cm_client_abandon(struct cm_client *c)
 	cm_client_free(c);
 }
 
-int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const struct cm_bufs *bufs,
-		    struct cm_client **state,
-		    enum rsock_fallback_reason *why)
+/* The local check: the route's source address towards c->peer has an
+ * InfiniBand or RoCE device this process may use; c->id is bound there.
+ * 0, or -EOPNOTSUPP with *why. */
+static int client_local(struct cm_client *c, enum rsock_fallback_reason *why)
 {
-	struct cm_client *c;
-	struct sockaddr_storage peer, bound;
-	socklen_t bl = sizeof(bound);
-	int rc;
-
-	*state = NULL;
-	*why = RSOCK_FB_NO_DEVICE;
-	if ((addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || len < sa_len(addr) ||
-	    sa_is_loopback(addr))
-		return 0;
-	addr = sa_copy_unmapped(&peer, addr); /* AF_INET for IPv4, whatever the socket */
-	if (cm_neg_lookup(addr)) {
-		*why = RSOCK_FB_PEER;
-		return 0;
-	}
-	if (atomic_load_explicit(&tp_creds_stale, memory_order_relaxed)) {
-		log_debug("connect: fd %d stays on TCP: this process changed its credentials "
-			  "since it opened the RDMA device", fd);
-		return 0;
-	}
-	if (!(c = calloc(1, sizeof(*c))))
-		return (*why = RSOCK_FB_RESOURCES, 0);
-	memcpy(&c->peer, &peer, sizeof(peer));
-	if (sa_route_source(addr, &c->local))
-		goto plain;
-	/* The local check: does the route's source address have an RDMA device? */
+	if (sa_route_source((struct sockaddr *)&c->peer, &c->local))
+		return -EOPNOTSUPP;
 	if (!(c->ch = cm_channel_new()) || rdma_create_id(c->ch, &c->id, NULL, RDMA_PS_TCP)) {
 		c->id = NULL;
-		goto plain;
+		return -EOPNOTSUPP;
 	}
 	sa_set_port((struct sockaddr *)&c->local, 0);
 	if (rdma_bind_addr(c->id, (struct sockaddr *)&c->local) || !c->id->verbs)
-		goto plain;
+		return -EOPNOTSUPP;
 	/* The probe is an rdma_cm connect, which on an iWARP device is a TCP
 	 * connection to the peer's port: a plain listener there would accept
 	 * it. Only InfiniBand and RoCE devices (their own CM) take part. */
 	if (c->id->verbs->device->transport_type != IBV_TRANSPORT_IB) {
 		log_debug("connect: the route's device %s is not InfiniBand or RoCE: TCP",
 			  ibv_get_device_name(c->id->verbs->device));
-		goto plain;
+		return -EOPNOTSUPP;
 	}
 	if (!cm_dev_usable(c->id->verbs)) {
 		log_debug("connect: the RDMA device was opened by a parent process: TCP");
 		*why = RSOCK_FB_NOT_IMPLEMENTED;
-		goto plain;
+		return -EOPNOTSUPP;
 	}
-	/* Learn our port before the SYN: bind the TCP socket (if unbound). */
-	if (rsock_real.getsockname(fd, (struct sockaddr *)&bound, &bl))
-		goto plain;
-	if (sa_port((struct sockaddr *)&bound) == 0) {
+	return 0;
+}
+
+/* Learn our port before the SYN: bind the TCP socket fd (if unbound), at
+ * the route's source unless the application chose an address. 0 with
+ * *bound its address, or -errno. */
+static int client_bind(struct cm_client *c, int fd, struct sockaddr_storage *bound)
+{
+	socklen_t bl = sizeof(*bound);
+
+	if (rsock_real.getsockname(fd, (struct sockaddr *)bound, &bl))
+		return -errno;
+	if (sa_port((struct sockaddr *)bound) == 0) {
 		/* Unbound, or bound with IP_BIND_ADDRESS_NO_PORT (curl does
 		 * that): the port must be known before the SYN, so allocate it
 		 * now, at the address the application chose if it chose one. */
 		int off = 0;
 		struct sockaddr_storage at;
-		memcpy(&at, sa_is_any((struct sockaddr *)&bound) ? &c->local : &bound, sizeof(at));
-		sa_map_for(bound.ss_family, &at); /* c->local is AF_INET for IPv4 */
+		memcpy(&at, sa_is_any((struct sockaddr *)bound) ? &c->local : bound, sizeof(at));
+		sa_map_for(bound->ss_family, &at); /* c->local is AF_INET for IPv4 */
 		rsock_real.setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &off, sizeof(off));
 		if (rsock_real.bind(fd, (struct sockaddr *)&at, sa_len((struct sockaddr *)&at)))
-			goto plain;
-		bl = sizeof(bound);
-		if (rsock_real.getsockname(fd, (struct sockaddr *)&bound, &bl) ||
-		    sa_port((struct sockaddr *)&bound) == 0)
-			goto plain;
+			return -errno;
+		bl = sizeof(*bound);
+		if (rsock_real.getsockname(fd, (struct sockaddr *)bound, &bl))
+			return -errno;
+		if (sa_port((struct sockaddr *)bound) == 0)
+			return -EADDRNOTAVAIL;
 	}
+	return 0;
+}
+
+/* The tuple the probe announces: the bound address and port (c->local),
+ * the route's source for the data id (c->src). */
+static void client_tuple(struct cm_client *c, const struct sockaddr_storage *bound)
+{
 	memcpy(&c->src, &c->local, sizeof(c->src));
-	memcpy(&c->local, &bound, sizeof(bound));
+	memcpy(&c->local, bound, sizeof(*bound));
 	sa_unmap(&c->local);
 	if (sa_is_any((struct sockaddr *)&c->local)) {
 		/* Bound to the wildcard address with a port (dig binds
@@ -210,6 +204,38 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		memcpy(&c->local, &c->src, sizeof(c->src));
 		sa_set_port((struct sockaddr *)&c->local, port);
 	}
+}
+
+int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const struct cm_bufs *bufs,
+		    struct cm_client **state, enum rsock_fallback_reason *why)
+{
+	struct cm_client *c;
+	struct sockaddr_storage peer, bound;
+	int rc;
+
+	*state = NULL;
+	*why = RSOCK_FB_NO_DEVICE;
+	if ((addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || len < sa_len(addr) ||
+	    sa_is_loopback(addr))
+		return -EOPNOTSUPP;
+	addr = sa_copy_unmapped(&peer, addr); /* AF_INET for IPv4, whatever the socket */
+	if (cm_neg_lookup(addr)) {
+		*why = RSOCK_FB_PEER;
+		return -EOPNOTSUPP;
+	}
+	if (atomic_load_explicit(&tp_creds_stale, memory_order_relaxed)) {
+		log_debug("connect: fd %d stays on TCP: this process changed its credentials "
+			  "since it opened the RDMA device", fd);
+		return -EOPNOTSUPP;
+	}
+	if (!(c = calloc(1, sizeof(*c)))) {
+		*why = RSOCK_FB_RESOURCES;
+		return -EOPNOTSUPP;
+	}
+	memcpy(&c->peer, &peer, sizeof(peer));
+	if (client_local(c, why) || client_bind(c, fd, &bound))
+		goto plain;
+	client_tuple(c, &bound);
 	c->fd = fd;
 	rc = cm_probe(c, sa_port((struct sockaddr *)&bound), bufs);
 	if (rc != 1) {
@@ -219,22 +245,20 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		*why = rc == 0 || rc == -ETIMEDOUT ? RSOCK_FB_PEER
 		       : rc == -EAGAIN		    ? RSOCK_FB_RESOURCES
 						    : RSOCK_FB_NO_DEVICE;
-		cm_client_free(c);
-		return 0;
+		goto plain;
 	}
 	if (cm_client_prepare(c, bufs)) {
 		*why = RSOCK_FB_RESOURCES;
-		cm_client_free(c);
-		return 0;
+		goto plain;
 	}
 	getrandom(&c->token, sizeof(c->token), 0);
 	c->probed_ms = clock_now_ms();
 	pre_resolve(c);
 	*state = c;
-	return 1;
+	return 0;
 plain:
 	cm_client_free(c);
-	return 0;
+	return -EOPNOTSUPP;
 }
 
 /* Whether the connected stream has the tuple the probe announced (its
@@ -265,8 +289,9 @@ static int connected_as_probed(const struct cm_client *c, int fd)
 }
 
 /* The hello goes out; the answer is awaited by cm_client_await, at once or
- * later (doc/design.md, "Choosing a path"). 0, or a fallback reason (state freed). */
-int cm_client_hello(struct cm_client *c, int fd)
+ * later (doc/design.md, "Choosing a path"). 0, or -EOPNOTSUPP with *why
+ * (state freed). */
+int cm_client_hello(struct cm_client *c, int fd, enum rsock_fallback_reason *why)
 {
 	struct proto_hello h = {.version = PROTO_VERSION};
 	uint8_t buf[PROTO_HELLO_LEN];
@@ -290,29 +315,28 @@ int cm_client_hello(struct cm_client *c, int fd)
 	}
 	log_debug("hello: sent on fd %d, %d ms left", fd, clock_left_ms(c->deadline));
 	pre_route(c);
-	c->qp_why = cm_client_qp(c); /* while the hello makes its round trip */
+	/* while the hello makes its round trip */
+	c->qp_why = cm_client_qp(c) ? RSOCK_FB_RESOURCES : 0;
 	return 0;
 fail:
 	cm_client_free(c);
-	return RSOCK_FB_PROTOCOL;
+	*why = RSOCK_FB_PROTOCOL;
+	return -EOPNOTSUPP;
 }
 
-int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb, struct tp **out,
-		    int *stale_ack)
+/* Read the server's answer to the hello into *a, waiting until the hello's
+ * deadline (a non-blocking socket: at most nonblock_ms). 0, or -errno with
+ * *why: -ETIMEDOUT (no answer yet: the client cancels, *stale_ack set),
+ * -EPROTO (other bytes came: they are the application's), -ECONNREFUSED
+ * (the server declined, its status in *why). */
+static int answer_read(struct cm_client *c, int fd, int nb, struct proto_hello_ack *a,
+		       int *stale_ack, enum rsock_fallback_reason *why)
 {
-	struct proto_hello_ack a;
 	uint8_t buf[PROTO_HELLO_ACK_LEN];
-	uint8_t cancel[CM_CANCEL_LEN];
 	int64_t deadline = c->deadline;
-	struct sockaddr_storage dst;
-	struct rdma_conn_param cp;
-	struct rdma_cm_event *ev = NULL;
-	int why = RSOCK_FB_PROTOCOL;
 	ssize_t r;
 	int rc;
 
-	*out = NULL;
-	*stale_ack = 0;
 	/* Only the answer's wait is shortened for a non-blocking socket: once
 	 * it came, the server waits for our connection, which is quick. */
 	int64_t answer_by = deadline;
@@ -328,58 +352,67 @@ int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb, struct tp 
 				 "on a non-blocking socket (a server that accepts late?): TCP",
 				 fd, nb_ms);
 		*stale_ack = 1; /* the answer may still come: drop it then */
-		why = RSOCK_FB_PEER;
-		goto fail;
+		*why = RSOCK_FB_PEER;
+		return -ETIMEDOUT;
 	}
-	if (r <= 0 || (rc = proto_hello_ack_decode(buf, (size_t)r, &a)) <= 0) {
+	if (r <= 0 || (rc = proto_hello_ack_decode(buf, (size_t)r, a)) <= 0) {
 		/* Not an answer: a librsock server that saw our hello only after
 		 * writing application bytes; those bytes stay for the application. */
-		why = RSOCK_FB_PROTOCOL;
-		goto fail_nocancel;
+		*why = RSOCK_FB_PROTOCOL;
+		return -EPROTO;
 	}
 	cm_ctl_consume(fd, (size_t)rc);
-	if (a.status) {
-		why = a.status < RSOCK_FB_MAX ? a.status : RSOCK_FB_PROTOCOL;
-		goto fail_nocancel;
+	if (a->status) {
+		*why = a->status < RSOCK_FB_MAX ? a->status : RSOCK_FB_PROTOCOL;
+		return -ECONNREFUSED;
 	}
-	if (!rdma_ok) {
-		why = RSOCK_FB_NOT_IMPLEMENTED; /* declined: the stream goes to exec or stdio */
-		goto fail;
-	}
-	if (c->qp_why) {
-		why = c->qp_why; /* the server waits for our connection or a cancel */
-		goto fail;
-	}
-	why = RSOCK_FB_PROTOCOL;
-	if (a.token != c->token ||
-	    tp_set_peer(c->tp, a.ring_addr, a.ring_rkey, a.ring_size, a.max_inline, a.version))
-		goto fail;
+	return 0;
+}
+
+/* The data connection to the port the answer a named, with the rings it
+ * describes: 0, or -errno with *why. */
+static int data_connect(struct cm_client *c, const struct proto_hello_ack *a,
+			enum rsock_fallback_reason *why)
+{
+	struct sockaddr_storage dst;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev = NULL;
+	int rc;
+
+	*why = RSOCK_FB_PROTOCOL;
+	if (a->token != c->token ||
+	    tp_set_peer(c->tp, a->ring_addr, a->ring_rkey, a->ring_size, a->max_inline, a->version))
+		return -EPROTO;
 	memcpy(&dst, &c->peer, sizeof(dst));
-	sa_set_port((struct sockaddr *)&dst, a.rdma_port);
-	why = RSOCK_FB_NO_DEVICE;
-	if ((rc = data_resolve(c, (struct sockaddr *)&dst, deadline))) {
+	sa_set_port((struct sockaddr *)&dst, a->rdma_port);
+	*why = RSOCK_FB_NO_DEVICE;
+	if ((rc = data_resolve(c, (struct sockaddr *)&dst, c->deadline))) {
 		log_debug("data connection: resolve failed (%d)", rc);
-		goto fail;
+		return rc;
 	}
 	uint64_t wire_token = htole64(c->token); /* little-endian on the wire */
 	tp_conn_param(&cp, &wire_token, sizeof(wire_token));
 	cp.qp_num = tp_own_qp_num(c->tp);
-	why = RSOCK_FB_PEER;
+	*why = RSOCK_FB_PEER;
 	if (rdma_connect(c->id, &cp))
-		goto fail;
+		return -errno;
 	/* The QP is not the id's: the reply comes as CONNECT_RESPONSE, and we
 	 * move the QP to RTR and RTS (tp_create_qp) and send the RTU. */
-	rc = cm_wait_event(c->ch, RDMA_CM_EVENT_CONNECT_RESPONSE, deadline, &ev);
+	rc = cm_wait_event(c->ch, RDMA_CM_EVENT_CONNECT_RESPONSE, c->deadline, &ev);
 	cm_ack(ev);
 	if (rc == 0 && ((rc = tp_create_qp(c->tp, c->id)) || (rc = rdma_establish(c->id) ? -errno : 0)))
-		why = RSOCK_FB_RESOURCES;
-	if (rc) {
+		*why = RSOCK_FB_RESOURCES;
+	if (rc)
 		log_debug("data connection: not established (%d)", rc);
-		goto fail;
-	}
+	return rc;
+}
+
+/* The stream is up: its id's later events (a disconnect) go to the
+ * process's channel, which the cm thread acknowledges: one descriptor less
+ * per stream. */
+static void client_up(struct cm_client *c)
+{
 	tp_up(c->tp);
-	/* The id's later events (a disconnect) go to the process's channel,
-	 * which the cm thread acknowledges: one descriptor less per stream. */
 	pthread_mutex_lock(&cm_lock);
 	c->id->context = NULL;
 	if (cm_ch && cm_thread_pid == rsock_pid() && rdma_migrate_id(c->id, cm_ch) == 0) {
@@ -387,6 +420,33 @@ int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb, struct tp 
 		c->tp->ch = NULL;
 	}
 	pthread_mutex_unlock(&cm_lock);
+}
+
+int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb, struct tp **out,
+		    int *stale_ack, enum rsock_fallback_reason *why)
+{
+	struct proto_hello_ack a;
+	uint8_t cancel[CM_CANCEL_LEN];
+	int rc;
+
+	*out = NULL;
+	*stale_ack = 0;
+	if ((rc = answer_read(c, fd, nb, &a, stale_ack, why))) {
+		if (rc == -ETIMEDOUT)
+			goto fail;
+		goto fail_nocancel;
+	}
+	if (!rdma_ok) {
+		*why = RSOCK_FB_NOT_IMPLEMENTED; /* declined: the stream goes to exec or stdio */
+		goto fail;
+	}
+	if (c->qp_why) {
+		*why = c->qp_why; /* the server waits for our connection or a cancel */
+		goto fail;
+	}
+	if (data_connect(c, &a, why))
+		goto fail;
+	client_up(c);
 	*out = c->tp;
 	free(c);
 	log_debug("connect: fd %d carried by RDMA", fd);
@@ -396,5 +456,5 @@ fail:
 	cm_ctl_write(fd, cancel, (size_t)cm_cancel_encode(cancel), clock_now_ms() + 1000);
 fail_nocancel:
 	cm_client_free(c);
-	return why;
+	return -EOPNOTSUPP;
 }

@@ -188,7 +188,7 @@ struct cm_client {
 	int pre; /* what was asked ahead for the data id towards hint: RESOLVE_NEW
 		  * (nothing), _ADDR, _ROUTE, or -1 spoiled (a fresh id is needed) */
 	int64_t deadline; /* of the handshake: the hello's sending + handshake_ms */
-	int qp_why; /* our QP could not be made (a fallback reason), else 0 */
+	enum rsock_fallback_reason qp_why; /* our QP could not be made, else 0 */
 };
 
 /* Ask the peer's beacon whether librsock serves the port: 1, 0 (a plain

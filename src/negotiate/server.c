@@ -33,7 +33,7 @@ static int send_nak(int fd, int status, int64_t deadline)
 	return cm_ctl_write(fd, buf, sizeof(buf), deadline);
 }
 
-int cm_server_probed(const void *owner, int fd)
+int cm_server_probed(const void *owner, int fd, enum rsock_fallback_reason *why)
 {
 	struct sockaddr_storage peer, local;
 	socklen_t pl = sizeof(peer), ll = sizeof(local);
@@ -43,25 +43,30 @@ int cm_server_probed(const void *owner, int fd)
 	 * another of this user, and the kernel hands a stream to any.) */
 	if (!cm_has_beacon(owner)) {
 		log_debug("accept: fd %d: its listener has no beacon: TCP", fd);
-		return RSOCK_FB_NO_DEVICE;
+		*why = RSOCK_FB_NO_DEVICE;
+		return -EOPNOTSUPP;
 	}
 	if (rsock_real.getpeername(fd, (struct sockaddr *)&peer, &pl) ||
-	    rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
-		return RSOCK_FB_PROTOCOL;
+	    rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll)) {
+		*why = RSOCK_FB_PROTOCOL;
+		return -EOPNOTSUPP;
+	}
 	if (!cm_tuple_take((struct sockaddr *)&peer, (struct sockaddr *)&local)) {
 		log_debug("accept: fd %d from port %u was not probed: a plain client", fd,
 			  sa_port((struct sockaddr *)&peer));
-		return RSOCK_FB_PEER; /* a plain client: TCP from the first byte */
+		*why = RSOCK_FB_PEER; /* a plain client: TCP from the first byte */
+		return -EOPNOTSUPP;
 	}
 	return 0;
 }
 
-int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, struct tp **out)
+int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, struct tp **out,
+		     enum rsock_fallback_reason *why)
 {
-	int why = cm_server_probed(owner, fd);
-
 	*out = NULL;
-	return why ? why : cm_server_handshake(fd, bufs, out);
+	if (cm_server_probed(owner, fd, why))
+		return -EOPNOTSUPP;
+	return cm_server_handshake(fd, bufs, out, why);
 }
 
 /* Whether another process took this stream's hello already: the hello is
@@ -98,95 +103,112 @@ static int hello_taken(int fd)
 }
 
 
-int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
+/* Read the client's hello from fd into *h (consumed), waiting until
+ * *deadline (set here). 0, or -EOPNOTSUPP with *why: the stream stays on TCP
+ * without an answer. */
+static int hello_read(int fd, struct proto_hello *h, int64_t *deadline,
+		      enum rsock_fallback_reason *why)
 {
-	struct sockaddr_storage local;
-	socklen_t ll = sizeof(local);
 	uint8_t buf[PROTO_HELLO_LEN];
-	struct proto_hello h;
-	struct proto_hello_ack a = {.version = PROTO_VERSION};
-	struct pending p = {.obj.kind = CTX_PENDING, .state = PEND_WAIT};
-	struct listener *l;
-	int64_t deadline;
-	struct timespec ts;
 	ssize_t r;
-	int why, rc = 0;
-
-	*out = NULL;
-	if (rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll))
-		return RSOCK_FB_PROTOCOL;
-	sa_unmap(&local); /* an IPv4 client of a dual-stack listener: IPv4 data listener */
+	int rc = 0;
 
 	/* A librsock client: its hello is the first thing on the stream. */
 	if (hello_taken(fd)) {
 		log_debug("accept: fd %d: another process answered the hello already: TCP here", fd);
-		return RSOCK_FB_PEER;
+		*why = RSOCK_FB_PEER;
+		return -EOPNOTSUPP;
 	}
-	deadline = clock_now_ms() + 2 * cm_settings.handshake_ms;
+	*deadline = clock_now_ms() + 2 * cm_settings.handshake_ms;
 	log_debug("accept: waiting for the hello on fd %d", fd);
-	r = cm_ctl_peek(fd, buf, PROTO_HELLO_LEN, deadline);
-	if (r <= 0 || (rc = proto_hello_decode(buf, (size_t)r, &h)) <= 0) {
+	r = cm_ctl_peek(fd, buf, PROTO_HELLO_LEN, *deadline);
+	if (r <= 0 || (rc = proto_hello_decode(buf, (size_t)r, h)) <= 0) {
 		log_debug("accept: no usable hello (%zd bytes, decode %d)", r, r > 0 ? rc : 0);
-		return RSOCK_FB_PROTOCOL; /* leave the bytes to the application */
+		*why = RSOCK_FB_PROTOCOL; /* leave the bytes to the application */
+		return -EOPNOTSUPP;
 	}
 	cm_ctl_consume(fd, (size_t)rc);
 	if (cm_drop_cancel(fd)) {
 		/* The client gave up waiting for the answer (a server that
 		 * accepts late): what follows is application data. */
 		log_debug("accept: fd %d: the client gave up on its hello already: TCP", fd);
-		return RSOCK_FB_PEER;
+		*why = RSOCK_FB_PEER;
+		return -EOPNOTSUPP;
 	}
-	if (!bufs) {
-		why = RSOCK_FB_NOT_IMPLEMENTED; /* declined: the stream goes to exec */
-		goto nak;
-	}
+	return 0;
+}
+
+/* The stream's transport (p->tp) on the data listener of local (*l), set
+ * to the client's rings, and p listed for the cm thread's accept. 0, or
+ * -errno with *why (p->tp, if made, is the caller's to close). */
+static int pending_make(int fd, const struct cm_bufs *bufs, const struct proto_hello *h,
+			const struct sockaddr *local, struct pending *p, struct listener **l,
+			enum rsock_fallback_reason *why)
+{
 	if (atomic_load_explicit(&tp_creds_stale, memory_order_relaxed)) {
 		log_debug("accept: fd %d stays on TCP: this process changed its credentials "
 			  "since it opened the RDMA device", fd);
-		why = RSOCK_FB_NO_DEVICE;
-		goto nak;
+		*why = RSOCK_FB_NO_DEVICE;
+		return -EACCES;
 	}
-
 	pthread_mutex_lock(&cm_lock);
-	l = cm_listener_for((struct sockaddr *)&local);
+	*l = cm_listener_for(local);
 	pthread_mutex_unlock(&cm_lock);
-	why = RSOCK_FB_NO_DEVICE;
-	if (!l)
-		goto nak;
-	why = RSOCK_FB_RESOURCES;
-	if (!cm_dev_usable(l->id->verbs) ||
-	    tp_new(l->id->verbs, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
-		   ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), fd, &p.tp))
-		goto nak;
-	why = RSOCK_FB_PROTOCOL;
-	if (tp_set_peer(p.tp, h.ring_addr, h.ring_rkey, h.ring_size, h.max_inline, h.version))
-		goto nak;
-	p.token = h.token;
-	p.ctx = l->id->verbs;
+	*why = RSOCK_FB_NO_DEVICE;
+	if (!*l)
+		return -ENODEV;
+	*why = RSOCK_FB_RESOURCES;
+	if (!cm_dev_usable((*l)->id->verbs) ||
+	    tp_new((*l)->id->verbs, ring_size_for(bufs->rcvbuf, cm_settings.ring_kb * 1024),
+		   ring_size_for(bufs->sndbuf, cm_settings.ring_kb * 1024), fd, &p->tp))
+		return -ENOMEM;
+	*why = RSOCK_FB_PROTOCOL;
+	if (tp_set_peer(p->tp, h->ring_addr, h->ring_rkey, h->ring_size, h->max_inline, h->version))
+		return -EPROTO;
+	p->token = h->token;
+	p->ctx = (*l)->id->verbs;
 	pthread_mutex_lock(&cm_lock);
-	p.next = cm_pendings;
-	cm_pendings = &p;
+	p->next = cm_pendings;
+	cm_pendings = p;
 	pthread_mutex_unlock(&cm_lock);
+	return 0;
+}
 
-	a.token = h.token;
+/* The answer to the hello: the data listener's port and our rings. Then
+ * CQ and QP, while the client resolves and connects. 0 or -errno. */
+static int answer_send(int fd, const struct pending *p, const struct listener *l, uint64_t token,
+		       int64_t deadline)
+{
+	struct proto_hello_ack a = {.version = PROTO_VERSION};
+	uint8_t buf[PROTO_HELLO_ACK_LEN];
+	int rc;
+
+	a.token = token;
 	a.rdma_port = sa_port((struct sockaddr *)&l->addr);
-	a.ring_addr = (uintptr_t)p.tp->rx.buf;
-	a.ring_rkey = p.tp->rx_mr->rkey;
-	a.ring_size = p.tp->rx.size;
+	a.ring_addr = (uintptr_t)p->tp->rx.buf;
+	a.ring_rkey = p->tp->rx_mr->rkey;
+	a.ring_size = p->tp->rx.size;
 	proto_hello_ack_encode(&a, buf, sizeof(buf));
-	why = RSOCK_FB_PEER;
-	if (cm_ctl_write(fd, buf, PROTO_HELLO_ACK_LEN, deadline))
-		goto unlist;
+	if ((rc = cm_ctl_write(fd, buf, PROTO_HELLO_ACK_LEN, deadline)))
+		return rc;
 	/* CQ and QP now, while the client resolves and connects, rather than
 	 * in the cm thread when its request comes: the thread then only moves
 	 * the QP on and accepts (if the request comes first, the thread makes
 	 * the QP on its id as before). */
 	if (l->id->port_num)
-		tp_prepare_qp(p.tp, l->id->port_num);
+		tp_prepare_qp(p->tp, l->id->port_num);
 	else
-		tp_create_cq(p.tp);
+		tp_create_cq(p->tp);
+	return 0;
+}
 
-	/* Wait for the data connection, or the client's cancel, or its end. */
+/* Wait for the data connection (0), or the client's cancel, or its end, or
+ * the deadline (-ECONNABORTED). */
+static int connected_wait(int fd, struct pending *p, int64_t deadline)
+{
+	struct timespec ts;
+	ssize_t r;
+
 	for (;;) {
 		uint8_t c[CM_CANCEL_LEN];
 		pthread_mutex_lock(&cm_lock);
@@ -196,12 +218,12 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000;
 		}
-		if (p.state != PEND_UP)
+		if (p->state != PEND_UP)
 			pthread_cond_timedwait(&cm_cond, &cm_lock, &ts);
-		int st = p.state;
+		int st = p->state;
 		pthread_mutex_unlock(&cm_lock);
 		if (st == PEND_UP)
-			break;
+			return 0;
 		/* A connection that failed here failed at the client too,
 		 * whose cancel follows (bounded by the deadline): leaving
 		 * before it came would hand it to the application. */
@@ -213,45 +235,73 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out)
 			 * here: what it sent is in our ring, so the outcome
 			 * of the connection decides (bounded by the deadline). */
 			if (st != PEND_ACCEPTING || clock_left_ms(deadline) == 0)
-				goto unlist;
+				return -ECONNABORTED;
 			continue;
 		}
 		if (r == CM_CANCEL_LEN && cm_is_cancel(c)) {
 			cm_ctl_consume(fd, CM_CANCEL_LEN);
-			goto unlist;
+			return -ECONNABORTED;
 		}
 		if (clock_left_ms(deadline) == 0)
-			goto unlist;
+			return -ECONNABORTED;
 	}
+}
+
+/* Take p off the pending list; its id's events no longer name it. */
+static void pending_unlist(struct pending *p)
+{
 	pthread_mutex_lock(&cm_lock);
 	for (struct pending **pp = &cm_pendings; *pp; pp = &(*pp)->next)
-		if (*pp == &p) {
-			*pp = p.next;
+		if (*pp == p) {
+			*pp = p->next;
 			break;
 		}
-	p.tp->id->context = NULL;
+	if (p->tp->id)
+		p->tp->id->context = NULL;
 	pthread_mutex_unlock(&cm_lock);
+}
+
+int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out,
+			enum rsock_fallback_reason *why)
+{
+	struct sockaddr_storage local;
+	socklen_t ll = sizeof(local);
+	struct proto_hello h;
+	struct pending p = {.obj.kind = CTX_PENDING, .state = PEND_WAIT};
+	struct listener *l;
+	int64_t deadline;
+
+	*out = NULL;
+	if (rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll)) {
+		*why = RSOCK_FB_PROTOCOL;
+		return -EOPNOTSUPP;
+	}
+	sa_unmap(&local); /* an IPv4 client of a dual-stack listener: IPv4 data listener */
+	if (hello_read(fd, &h, &deadline, why))
+		return -EOPNOTSUPP;
+	if (!bufs) {
+		*why = RSOCK_FB_NOT_IMPLEMENTED; /* declined: the stream goes to exec */
+		goto nak;
+	}
+	if (pending_make(fd, bufs, &h, (struct sockaddr *)&local, &p, &l, why))
+		goto nak;
+	*why = RSOCK_FB_PEER;
+	if (answer_send(fd, &p, l, h.token, deadline) || connected_wait(fd, &p, deadline))
+		goto unlist;
+	pending_unlist(&p);
 	tp_up(p.tp);
 	*out = p.tp;
 	log_debug("accept: fd %d carried by RDMA", fd);
 	return 0;
 unlist:
 	cm_drop_cancel(fd); /* one that came with the end (a failed answer) */
-	log_debug("accept: fd %d stays on TCP (reason %d)", fd, why);
-	pthread_mutex_lock(&cm_lock);
-	for (struct pending **pp = &cm_pendings; *pp; pp = &(*pp)->next)
-		if (*pp == &p) {
-			*pp = p.next;
-			break;
-		}
-	if (p.tp->id)
-		p.tp->id->context = NULL;
-	pthread_mutex_unlock(&cm_lock);
+	log_debug("accept: fd %d stays on TCP (reason %d)", fd, *why);
+	pending_unlist(&p);
 	tp_close(p.tp, 1);
-	return why;
+	return -EOPNOTSUPP;
 nak:
 	if (p.tp)
 		tp_close(p.tp, 1);
-	send_nak(fd, why, deadline);
-	return why;
+	send_nak(fd, *why, deadline);
+	return -EOPNOTSUPP;
 }
