@@ -72,9 +72,9 @@ int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, stru
 /* Whether another process took this stream's hello already: the hello is
  * its first bytes, so bytes received and no longer queued were read by
  * someone, and this process has not (it would have settled the stream).
- * vsftpd forks its session's two processes before either uses the
- * stream: the second waited for a hello the first had answered until the
- * handshake bound, 4 s per session. Read before the queue, so that bytes
+ * vsftpd forks the two processes of a login before either uses the
+ * stream: without this, the second would wait for a hello the first had
+ * answered until the handshake bound, 4 s per login. Read before the queue, so that bytes
  * arriving in between make it err towards waiting. */
 /* tcpi_state values after the peer's FIN (the kernel's tcp_states.h;
  * <linux/tcp.h>, needed for tcpi_bytes_received, does not name them). */
@@ -194,7 +194,7 @@ static int answer_send(int fd, const struct pending *p, const struct listener *l
 	/* CQ and QP now, while the client resolves and connects, rather than
 	 * in the cm thread when its request comes: the thread then only moves
 	 * the QP on and accepts (if the request comes first, the thread makes
-	 * the QP on its id as before). */
+	 * the QP on its id). */
 	if (l->id->port_num)
 		tp_prepare_qp(p->tp, l->id->port_num);
 	else

@@ -93,9 +93,9 @@ static void on_event(struct rdma_cm_event *ev)
 		 * their order, and a DREQ that overtakes the RTU ends the
 		 * wait for ESTABLISHED here for good (the RTU is dropped).
 		 * The client was connected, may have written and closed: its
-		 * bytes are in our ring, so the stream is up. Before, accept()
-		 * waited out its deadline and left the stream on TCP, those
-		 * bytes lost (streamcheck scenario 14 in one CI run of ~20). */
+		 * bytes are in our ring, so the stream is up (waiting out
+		 * the deadline would leave it on TCP with those bytes lost:
+		 * streamcheck scenario 14). */
 		pthread_mutex_lock(&cm_lock);
 		o = ev->id->context;
 		if (o && o->kind == CTX_PENDING && ((struct pending *)o)->state == PEND_ACCEPTING) {
