@@ -202,4 +202,17 @@ int cm_client_qp(struct cm_client *c);
 /* Free c and what it holds (NULL is ignored). */
 void cm_client_free(struct cm_client *c);
 
+/* ---- the client's data connection (dataconn.c) ---- */
+/* With the beacon's hint, start resolving the data id's address (no wait). */
+void cm_data_pre_resolve(struct cm_client *c);
+/* If the address resolved meanwhile, ask for the route too (no wait). */
+void cm_data_pre_route(struct cm_client *c);
+/* The data connection to the port the answer a names, with the rings it
+ * describes, by c->deadline: 0, or -errno with *why. */
+int cm_data_connect(struct cm_client *c, const struct proto_hello_ack *a,
+		    enum rsock_fallback_reason *why);
+/* The stream is up (tp_up); its id's later events go to the process's
+ * channel. Takes cm_lock. */
+void cm_data_up(struct cm_client *c);
+
 #endif

@@ -4,6 +4,7 @@ librsock_core_la_SOURCES += \
 	src/negotiate/beacon.c \
 	src/negotiate/client.c \
 	src/negotiate/cm.h \
+	src/negotiate/dataconn.c \
 	src/negotiate/devices.c \
 	src/negotiate/hello.c \
 	src/negotiate/internal.h \

@@ -97,7 +97,7 @@ static int probe_wait(struct cm_client *c, int64_t deadline)
  * "Choosing a path"). Returns 1, 0 (a plain peer), or -errno (-EAGAIN: the peer's
  * CM kept refusing for want of resources; not the peer's nature). While
  * the first request makes its round trip, the stream's rings and CQ are
- * made ready (client_prepare). */
+ * made ready (cm_client_prepare). */
 int cm_probe(struct cm_client *c, uint16_t cport, const struct cm_bufs *bufs)
 {
 	int64_t deadline = clock_now_ms() + cm_settings.probe_ms;

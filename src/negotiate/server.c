@@ -74,8 +74,8 @@ int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, stru
  * someone, and this process has not (it would have settled the stream).
  * vsftpd forks the two processes of a login before either uses the
  * stream: without this, the second would wait for a hello the first had
- * answered until the handshake bound, 4 s per login. Read before the queue, so that bytes
- * arriving in between make it err towards waiting. */
+ * answered until the handshake bound, 4 s per login. Read before the
+ * queue, so that bytes arriving in between make it err towards waiting. */
 /* tcpi_state values after the peer's FIN (the kernel's tcp_states.h;
  * <linux/tcp.h>, needed for tcpi_bytes_received, does not name them). */
 enum { TCPS_CLOSE_WAIT = 8, TCPS_LAST_ACK = 9, TCPS_CLOSING = 11 };
