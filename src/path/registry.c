@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/ownfd.h"
 #include "base/proc.h"
@@ -44,10 +45,10 @@ static size_t n_slots, cap_slots;
 static pid_t slots_pid;          /* the process the slots belong to */
 static int req_r = -1, req_w = -1; /* the request pipe's ends */
 static uint64_t req_ino;
-/* What the library's thread watches for the hand-over: the request pipe, and the control
- * connection of every registered stream (one-shot, re-armed after each
- * look), so that a peer's SWITCH is answered even while the application
- * does not touch the stream. */
+/* What the library's thread watches for the hand-over (service_watch):
+ * the request pipe, and the control connection of every registered stream
+ * (one-shot, re-armed after each look), so that a peer's SWITCH is answered
+ * even while the application does not touch the stream. */
 static int ho_ep = -1;
 static pid_t ho_ep_watched; /* the process whose thread watches ho_ep */
 #define HO_EV_REQ UINT64_MAX
@@ -92,9 +93,8 @@ static int grow(void)
 }
 
 /* This process's registry (a forked child starts afresh: the records are
- * the parent's, whose pages stay mapped for its streams' copies) and request
- * pipe.
- * Caller holds ho_lock. */
+ * the parent's, whose pages stay mapped for its streams' copies) and
+ * request pipe. Caller holds ho_lock. */
 static void ho_mine(void)
 {
 	if (slots_pid != rsock_pid()) {
@@ -122,6 +122,7 @@ static void ho_mine(void)
 		req_r = p[0];
 		req_w = p[1];
 		req_ino = (uint64_t)st.st_ino;
+		ho_ep_watched = 0; /* a new set: ho_watch() adds it */
 	}
 }
 
@@ -292,7 +293,7 @@ static int open_of(pid_t pid, int fd, int flags)
 
 int ho_request(struct ho_rec *rec, struct ho_pre **pre)
 {
-	struct timespec start, now;
+	int64_t start;
 	uint32_t st = HO_IDLE;
 	pid_t owner;
 
@@ -320,13 +321,11 @@ int ho_request(struct ho_rec *rec, struct ho_pre **pre)
 		if (own)
 			rsock_real.close(b);
 	}
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	start = clock_now_ms();
 	while ((st = atomic_load(&rec->state)) == HO_ASKED) {
 		struct timespec ts = {0, 100 * 1000 * 1000};
 		futex(&rec->state, FUTEX_WAIT, HO_ASKED, &ts);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >
-		    HO_WAIT_MS)
+		if (clock_now_ms() - start > HO_WAIT_MS)
 			return -EIO;
 		if (kill(owner, 0) && errno == ESRCH)
 			return -EIO;
