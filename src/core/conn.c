@@ -216,7 +216,8 @@ struct later {
 static pthread_mutex_t later_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Held by the thread while it settles a stream (librdmacm, libibverbs and
  * the allocator may then hold locks of their own): a fork waits for it, as
- * for the cm thread's cm_run, so that no child inherits such a lock held. */
+ * for the library's thread's run lock (service.h), so that no child
+ * inherits such a lock held. */
 static pthread_mutex_t later_run = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t later_cond;
 static sem_t later_up;

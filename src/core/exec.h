@@ -11,6 +11,8 @@
  * Returns envp itself when nothing is to be handed over, a new array (free
  * with ho_exec_env_free) otherwise, or NULL (out of memory: exec anyway). */
 char **ho_exec_env(char *const envp[]);
+/* The exec failed: free what ho_exec_env returned for envp and close the
+ * descriptors it made for the new image. */
 void ho_exec_env_free(char **env, char *const envp[]);
 
 /* In a new image: adopt the sockets named by HO_ENV (their prefixes come

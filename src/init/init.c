@@ -65,7 +65,8 @@ static const struct fork_hook fork_hooks[] = {
 	{conn_fork_settle_clients, NULL, NULL},
 	/* the settling list: the thread it waits for may need the cm thread */
 	{conn_fork_lock, conn_fork_unlock, conn_fork_child},
-	{service_fork_quiesce, service_fork_resume, service_fork_resume}, /* the cm thread parked */
+	/* the library's thread parked (service.h) */
+	{service_fork_quiesce, service_fork_resume, service_fork_resume},
 	{ep_fork_lock, ep_fork_unlock, ep_fork_unlock},
 	{cm_fork_lock, cm_fork_unlock, cm_fork_unlock},
 	{ho_fork_lock, ho_fork_unlock, ho_fork_unlock},

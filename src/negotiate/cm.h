@@ -55,6 +55,8 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 int cm_client_hello(struct cm_client *state, int fd, enum rsock_fallback_reason *why);
 int cm_client_await(struct cm_client *state, int fd, int rdma_ok, int nb, struct tp **out,
 		    int *stale_ack, enum rsock_fallback_reason *why);
+/* The stream stays on TCP before its hello went (connect failed, or not in
+ * time) or the conn goes away: free state (NULL is ignored). */
 void cm_client_abandon(struct cm_client *state);
 
 /* Drop a late hello answer at the head of the TCP stream, if there is one.

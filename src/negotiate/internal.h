@@ -64,6 +64,7 @@ enum { RESOLVE_NEW = 0, RESOLVE_ADDR, RESOLVE_ROUTE };
  * 0 or -errno. */
 int cm_resolve_from(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr *src,
 		    struct sockaddr *dst, int64_t deadline, int asked);
+/* cm_resolve_from() with nothing asked yet. */
 int cm_resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr *src,
 	       struct sockaddr *dst, int64_t deadline);
 

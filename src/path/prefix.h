@@ -26,6 +26,7 @@ size_t ho_pre_read(struct ho_pre *p, const struct iovec *iov, int iovcnt, size_t
 		   int flags);
 /* The prefix's memfd (another process may open it through /proc). */
 int ho_pre_fd(const struct ho_pre *p);
+/* Unmap p and close its memfd; NULL is ignored. */
 void ho_pre_free(struct ho_pre *p);
 /* Free p without closing its descriptor: a prefix a previous vfork child
  * kept, whose descriptor was that child's (gone with its exec). NULL is

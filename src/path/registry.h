@@ -43,6 +43,7 @@ struct ho_hooks {
 	/* t's control connection (its TCP socket), or -1. */
 	int (*control_fd)(struct tp *t);
 };
+/* Copies *h (init.c, once, before any stream registers). */
 void ho_hooks_set(const struct ho_hooks *h);
 
 /* A record for t, owned by this process (NULL when none can be had: the
