@@ -121,7 +121,8 @@ void conn_settle(struct conn *c, int fd, int how)
 {
 	const int rdma_ok = how & CONN_SETTLE_RDMA;
 	struct tp *t = NULL;
-	int why;
+	enum rsock_fallback_reason why;
+	int rc;
 
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->hello_due)) {
@@ -135,12 +136,12 @@ void conn_settle(struct conn *c, int fd, int how)
 			 * event loop must not stop for a server that accepts
 			 * late (section 8). */
 			int nb = !(how & CONN_SETTLE_FULL) && atomic_load(&c->nonblock);
-			why = cm_client_await(st, fd, rdma_ok, nb, &t, &stale);
+			rc = cm_client_await(st, fd, rdma_ok, nb, &t, &stale, &why);
 		} else {
 			struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
-			why = cm_server_handshake(fd, rdma_ok ? &b : NULL, &t);
+			rc = cm_server_handshake(fd, rdma_ok ? &b : NULL, &t, &why);
 		}
-		if (why == 0) {
+		if (rc == 0) {
 			c->tp = t;
 			atomic_store(&c->path, CONN_PATH_RDMA);
 			/* After the path: a setsockopt that saw the stream not yet on
@@ -152,7 +153,7 @@ void conn_settle(struct conn *c, int fd, int how)
 		} else {
 			c->stale_ack = stale;
 			atomic_store(&c->path, CONN_PATH_TCP);
-			stats_fallback((enum rsock_fallback_reason)why);
+			stats_fallback(why);
 		}
 		stats_stream(t != NULL);
 		atomic_store(&c->hello_due, 0);
@@ -222,7 +223,8 @@ struct later {
 static pthread_mutex_t later_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Held by the thread while it settles a stream (librdmacm, libibverbs and
  * the allocator may then hold locks of their own): a fork waits for it, as
- * for the cm thread's cm_run, so that no child inherits such a lock held. */
+ * for the library's thread's run lock (service.h), so that no child
+ * inherits such a lock held. */
 static pthread_mutex_t later_run = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t later_cond;
 static sem_t later_up;
@@ -352,23 +354,28 @@ int conn_settle_later(struct conn *c, int fd, int client)
 {
 	struct later *l;
 
-	if (!cm_settings.settle_ms || !(l = calloc(1, sizeof(*l))))
-		return -1;
+	int rc;
+
+	if (!cm_settings.settle_ms)
+		return -EOPNOTSUPP;
+	if (!(l = calloc(1, sizeof(*l))))
+		return -ENOMEM;
 	if ((l->fd = ownfd_dup(fd)) < 0) {
+		rc = -errno;
 		free(l);
-		return -1;
+		return rc;
 	}
 	l->c = conn_ref(c);
 	l->client = client;
 	l->forks = atomic_load(&ho_forks);
 	l->due_ms = clock_now_ms() + cm_settings.settle_ms;
 	pthread_mutex_lock(&later_lock);
-	if (later_start()) {
+	if ((rc = later_start())) {
 		pthread_mutex_unlock(&later_lock);
 		ownfd_close(l->fd);
 		conn_unref(l->c);
 		free(l);
-		return -1;
+		return rc;
 	}
 	/* Every entry waits the same RSOCK_SETTLE_MS on the monotonic clock:
 	 * appended, the list stays in due order. */

@@ -111,9 +111,10 @@ void conn_settle(struct conn *c, int fd, int how);
  * process that accepted it (no fork since); a connected one (client 1), whose
  * hello went out, has the answer awaited and the RDMA connection made if it
  * is still unused after RSOCK_SETTLE_MS, so that connect() need not wait
- * for them. 0, or -1 when it cannot be listed (RSOCK_SETTLE_MS=0, no memory
- * or descriptor): the caller settles the stream itself or leaves it to its
- * first use. */
+ * for them. 0, or -errno when it cannot be listed (-EOPNOTSUPP:
+ * RSOCK_SETTLE_MS=0; -ENOMEM, -EMFILE...: no memory or descriptor, or no
+ * thread): the caller settles the stream itself or leaves it to its first
+ * use. */
 int conn_settle_later(struct conn *c, int fd, int client);
 /* Before a fork: every connected stream still awaiting its answer settles;
  * leaves the list's serving lock held for conn_fork_lock (called next). */

@@ -17,12 +17,14 @@
 #include "core/conn.h"
 #include "event/epoll.h"
 #include "core/fdtab.h"
+#include "core/exec.h"
 #include "path/handover.h"
 #include "init/init.h"
 #include "base/log.h"
 #include "base/real.h"
 #include "base/stats.h"
 #include "path/rdma/transport.h"
+#include "service/service.h"
 
 static __thread int init_owner __attribute__((tls_model("initial-exec")));
 
@@ -51,16 +53,24 @@ static void tp_fork_child(void)
 	tp_fork_unlock();
 }
 
+/* A stream's control connection, for the hand-over registry's watch. */
+static int ho_control_fd(struct tp *t)
+{
+	return t->tcp_fd;
+}
+
 static const struct fork_hook fork_hooks[] = {
 	/* before any lock: a connected stream awaiting its hello's answer
 	 * settles now, and that may need every lock below */
 	{conn_fork_settle_clients, NULL, NULL},
 	/* the settling list: the thread it waits for may need the cm thread */
 	{conn_fork_lock, conn_fork_unlock, conn_fork_child},
-	{cm_fork_quiesce, cm_fork_resume, cm_fork_resume}, /* the cm thread parked */
+	/* the library's thread parked (service.h) */
+	{service_fork_quiesce, service_fork_resume, service_fork_resume},
 	{ep_fork_lock, ep_fork_unlock, ep_fork_unlock},
 	{cm_fork_lock, cm_fork_unlock, cm_fork_unlock},
 	{ho_fork_lock, ho_fork_unlock, ho_fork_unlock},
+	{service_fork_lock, service_fork_unlock, service_fork_unlock}, /* its watch table */
 	{tp_fork_lock, tp_fork_unlock, tp_fork_child},
 	{fdtab_fork_prepare, fdtab_fork_parent, fdtab_fork_child},
 	{ownfd_fork_prepare, ownfd_fork_parent, ownfd_fork_child}, /* a leaf */
@@ -117,6 +127,16 @@ static void init_run(void)
 	if (rc)
 		log_error("some libc entry points could not be resolved; those calls fail with ENOSYS");
 	fdtab_init();
+	/* The library's thread: streams closed by the application (tp_close)
+	 * are torn down there, one per turn, after its watched descriptors;
+	 * the hand-over registry starts it through negotiation, which adds the
+	 * process's rdma_cm channel and beacons first. */
+	service_each_turn(tp_reap);
+	ho_hooks_set(&(struct ho_hooks){.start = cm_service_start,
+					 .handover = tp_handover,
+					 .prefix_fd = tp_prefix_fd,
+					 .control_watch = tp_control_watch,
+					 .control_fd = ho_control_fd});
 	if (pthread_atfork(fork_prepare, fork_parent, fork_child))
 		log_warn("pthread_atfork failed: a fork while another thread is in the library may hang the child");
 	if (log_fd_get() >= 0)

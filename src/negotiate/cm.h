@@ -1,9 +1,9 @@
 /* cm.h - choosing RDMA or TCP for a stream and setting the RDMA connection up
- * (doc/design.md section 8): the local device check, the probe, the beacon,
+ * (doc/design.md, "Choosing a path"): the local device check, the probe, the beacon,
  * the shared tuple table, the hello exchange on the TCP control connection,
- * the per-process rdma_cm listener and its thread.
+ * the per-process rdma_cm listener and its part of the library's thread.
  *
- * Every function returns 0/1 or -errno and never leaves the stream in a state
+ * Every function returns 0, a count or -errno and never leaves the stream in a state
  * where application bytes could be misread: on any failure before the switch
  * the stream simply stays on kernel TCP. */
 #ifndef RSOCK_CM_H
@@ -18,15 +18,16 @@
 struct tp;
 
 
-/* Outcome of an attempt: 0 = RDMA set up (*out is the stream), else the
- * fallback reason (enum rsock_fallback_reason) as a positive number, or a
- * -errno that the application must see (connect's own error). */
+/* The outcome of an attempt: 0 when the step succeeded (RDMA goes on, or
+ * the stream is up on RDMA), or -EOPNOTSUPP when the stream stays on kernel
+ * TCP, with the reason (for the fallback counters) in *why. The application
+ * never sees these values: only the shim sets errno. */
 
 /* Client: before the real connect(). Decides whether to try RDMA with the
  * peer at addr, and if so binds fd to the local address of the route (an
- * unbound socket only) and probes the peer. Returns 1 when the peer runs
- * librsock (continue with cm_client_hello after the TCP connection is up),
- * 0 when the stream stays on TCP (*why set), or -errno. *state receives an
+ * unbound socket only) and probes the peer. Returns 0 with *state when the
+ * peer runs librsock (continue with cm_client_hello after the TCP
+ * connection is up), else -EOPNOTSUPP with *why (*state NULL). *state is an
  * opaque object to pass to cm_client_hello / cm_client_abandon. */
 struct cm_client;
 
@@ -38,23 +39,24 @@ struct cm_bufs {
 };
 
 int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const struct cm_bufs *bufs,
-		    struct cm_client **state,
-		    enum rsock_fallback_reason *why);
+		    struct cm_client **state, enum rsock_fallback_reason *why);
 
-/* Client: the TCP connection is up. cm_client_hello sends the hello (0, or
- * a fallback reason: the stream stays on TCP, state consumed).
+/* Client: the TCP connection is up. cm_client_hello sends the hello: 0, or
+ * -EOPNOTSUPP with *why (the stream stays on TCP, state consumed).
  * cm_client_await then reads the answer and makes the RDMA connection, by
  * the hello's deadline (handshake_ms from it), at the stream's first use or
- * when a thread of the library gets to it (conn.c): 0 with *out, or a
- * fallback reason (the stream stays on TCP; *stale_ack set when a late
+ * when a thread of the library gets to it (conn.c): 0 with *out, or
+ * -EOPNOTSUPP with *why (the stream stays on TCP; *stale_ack set when a late
  * answer from the server may still arrive first on TCP and must be
  * dropped). rdma_ok 0 declines RDMA after the answer (the stream goes to
  * exec, stdio or another process). nb: a non-blocking socket, whose
  * wait for the answer is at most nonblock_ms (then the stream stays on
  * TCP). Always consumes state. */
-int cm_client_hello(struct cm_client *state, int fd);
+int cm_client_hello(struct cm_client *state, int fd, enum rsock_fallback_reason *why);
 int cm_client_await(struct cm_client *state, int fd, int rdma_ok, int nb, struct tp **out,
-		    int *stale_ack);
+		    int *stale_ack, enum rsock_fallback_reason *why);
+/* The stream stays on TCP before its hello went (connect failed, or not in
+ * time) or the conn goes away: free state (NULL is ignored). */
 void cm_client_abandon(struct cm_client *state);
 
 /* Drop a late hello answer at the head of the TCP stream, if there is one.
@@ -67,7 +69,7 @@ int cm_drop_stale_ack(int fd);
  * (len bytes), else 0. Such a device carries its connections on TCP
  * itself: an rdma_cm listen on it takes the TCP port of the same number,
  * and a connect to it opens a TCP connection to the peer's port, which a
- * plain TCP listener there would accept (doc/design.md section 8). */
+ * plain TCP listener there would accept (doc/design.md, "Choosing a path"). */
 int cm_iwarp_device(const char *class_dir, char *name, size_t len);
 
 /* Server: listen() succeeded on a socket bound to addr: start its beacon.
@@ -77,30 +79,30 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len);
 void cm_unlisten(const void *owner);
 
 /* Server: fd was accepted from the listening socket `owner`. Returns 0 with
- * *out when the stream now runs over RDMA, or a positive fallback reason. */
-int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, struct tp **out);
+ * *out when the stream now runs over RDMA, or -EOPNOTSUPP with *why. */
+int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, struct tp **out,
+		     enum rsock_fallback_reason *why);
 
 /* The two halves of cm_server_accept(). cm_server_probed: 0 when the client
  * of the accepted fd probed our beacon (its hello comes first on the stream),
- * else the fallback reason. cm_server_handshake: the rest, done where the
- * stream is first used (doc/design.md section 6): 0 and *out, or the reason. */
-int cm_server_probed(const void *owner, int fd);
-int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out);
-/* (bufs NULL: consume the hello and decline, the stream stays on TCP.) */
+ * else -EOPNOTSUPP with *why. cm_server_handshake: the rest, done where the
+ * stream is first used (doc/design.md, "Descriptors, fork, exec"): 0 and
+ * *out, or -EOPNOTSUPP with *why. bufs NULL: consume the hello and decline,
+ * the stream stays on TCP. */
+int cm_server_probed(const void *owner, int fd, enum rsock_fallback_reason *why);
+int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out,
+			enum rsock_fallback_reason *why);
 
-/* Start this process's cm thread if it has none (it also answers the
- * hand-over requests of other processes, handover.h). 0 or -errno. */
+/* Start this process's library thread (service.h) if it has none, with
+ * the process's rdma_cm channel and the beacons' ucm file watched first
+ * (the hand-over registry starts it so, through its hook). 0 or -errno. */
 int cm_service_start(void);
 
-/* Around fork, before every other lock (init.c): wait until the cm thread
- * sleeps in poll() and keep it there; resumed in parent and child. */
 /* Whether this process's cm thread runs and tears closed streams down
- * (tp_close); cm_reap_ring() tells it there are some (tp_reap). */
+ * (tp_close): 1 or 0; cm_reap_ring() tells it there are some (tp_reap). */
 int cm_reap_ready(void);
 void cm_reap_ring(void);
 
-void cm_fork_quiesce(void);
-void cm_fork_resume(void);
 /* For init.c's pthread_atfork handlers: cm_lock is held across fork() (the
  * cm thread takes it; a child inheriting it held would wait for ever). */
 void cm_fork_lock(void);

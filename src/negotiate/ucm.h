@@ -7,7 +7,7 @@
  * to the kernel's connection manager directly, listening and answering
  * probes needs no device in user space at all: a server that only listens
  * (the master of a listen-then-fork server, a postmaster) never opens one,
- * and the processes it forks open their own. doc/design.md section 6. */
+ * and the processes it forks open their own. doc/design.md, "Descriptors, fork, exec". */
 #ifndef RSOCK_UCM_H
 #define RSOCK_UCM_H
 

@@ -7,6 +7,7 @@
 
 #include "shim/shim.h"
 
+#include "core/exec.h"
 #include "path/handover.h"
 #include "base/log.h"
 #include "path/rdma/transport.h"

@@ -124,15 +124,16 @@ static int accept_common(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags,
 again:
 	nfd = is4 ? REAL_CALL(accept4, fd, addr, len, flags) : REAL_CALL(accept, fd, addr, len);
 	if (c && nfd >= 0) {
-		int saved = errno, why = RSOCK_FB_RULES;
+		enum rsock_fallback_reason why = RSOCK_FB_RULES;
+		int saved = errno, refused = 0;
 		struct tp *t = NULL;
 		struct conn *n;
 		if (atomic_load(&c->rules) == RULES_RDMA) {
 			/* An accepted socket has its listener's buffer sizes. */
 			struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
 			if (rsock_config.mode == RSOCK_MODE_RDMA) {
-				why = cm_server_accept(c, nfd, &b, &t);
-			} else if ((why = cm_server_probed(c, nfd)) == 0) {
+				refused = cm_server_accept(c, nfd, &b, &t, &why) < 0;
+			} else if (cm_server_probed(c, nfd, &why) == 0) {
 				/* A librsock client: the handshake waits for the
 				 * first use of the stream, in whichever process
 				 * that is (fork-after-accept servers). */
@@ -150,13 +151,13 @@ again:
 				return nfd;
 			}
 		}
-		if (why && rsock_config.mode == RSOCK_MODE_RDMA) {
+		if (refused) {
 			/* No silent fallback: refuse this stream with a reset. */
 			struct linger lg = {.l_onoff = 1, .l_linger = 0};
 			log_warn_rl("RSOCK_MODE=rdma: accepted stream refused (fallback reason %d)", why);
 			rsock_real.setsockopt(nfd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 			rsock_real.close(nfd);
-			stats_fallback((enum rsock_fallback_reason)why);
+			stats_fallback(why);
 			if (!atomic_load(&c->nonblock))
 				goto again;
 			errno = ECONNABORTED;
@@ -177,7 +178,7 @@ again:
 		conn_unref(n);
 		stats_stream(t != NULL);
 		if (!t)
-			stats_fallback((enum rsock_fallback_reason)why);
+			stats_fallback(why);
 		errno = saved;
 	}
 	conn_unref(c);
@@ -257,10 +258,8 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 		 * any (iperf 2's -P) to a server that accepts the next one only
 		 * once the first one spoke waited the whole handshake bound in
 		 * connect(), then stayed on TCP. */
-		int w = cm_client_hello(st, fd);
-		if (w) {
+		if (cm_client_hello(st, fd, &why) < 0) {
 			st = NULL;
-			why = (enum rsock_fallback_reason)w;
 		} else {
 			pthread_mutex_lock(&c->lock);
 			c->client = st;

@@ -1,6 +1,6 @@
-/* test_cm.c - what of src/cm.c runs without an RDMA device: the look for an
- * iWARP device in sysfs (cm_iwarp_device), on a tree made in a temporary
- * directory. */
+/* test_cm.c - what of src/negotiate/devices.c runs without an RDMA device:
+ * the look for an iWARP device in sysfs (cm_iwarp_device), on a tree made
+ * in a temporary directory. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>

@@ -1,0 +1,219 @@
+/* internal.h - what the files of src/negotiate share (cm.h is the public
+ * interface): the locks and objects of the cm thread, the address, rdma_cm,
+ * device, cache and table helpers, the hello I/O and the client's state.
+ *
+ * Locks: cm_lock protects the device list, the listeners, the beacons and
+ * the pending server streams; it is taken before a tp's lock, never after,
+ * and is never held while sleeping except in pthread_cond_timedwait on
+ * cm_cond. */
+#ifndef RSOCK_NEGOTIATE_INTERNAL_H
+#define RSOCK_NEGOTIATE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <rdma/rdma_cma.h>
+
+#include "base/proto.h"
+#include "negotiate/cm.h"
+#include "negotiate/ucm.h"
+#include "path/rdma/transport.h"
+
+extern pthread_mutex_t cm_lock RSOCK_HIDDEN;
+extern pthread_cond_t cm_cond RSOCK_HIDDEN;
+
+/* ---- addresses (addr.c) ---- */
+uint16_t sa_port(const struct sockaddr *sa);
+void sa_set_port(struct sockaddr *sa, uint16_t port);
+/* Address bytes in the probe's layout (IPv4 in the first 4 of 16). */
+void sa_addr16(const struct sockaddr *sa, uint8_t out[16]);
+/* 1 for a loopback address (127/8, ::1, ::ffff:127.x), else 0. */
+int sa_is_loopback(const struct sockaddr *sa);
+/* The wildcard address of ss's family, port unchanged. */
+void sa_wildcard(struct sockaddr_storage *ss);
+/* 1 for the wildcard address, else 0. */
+int sa_is_any(const struct sockaddr *sa);
+/* The length of an AF_INET or AF_INET6 address. */
+socklen_t sa_len(const struct sockaddr *sa);
+/* An IPv4-mapped IPv6 address becomes the AF_INET one it stands for. */
+void sa_unmap(struct sockaddr_storage *ss);
+/* *out = sa, unmapped (sa_unmap); returns out as a sockaddr. */
+struct sockaddr *sa_copy_unmapped(struct sockaddr_storage *out, const struct sockaddr *sa);
+/* For a socket of family `family`: AF_INET becomes ::ffff:a.b.c.d. */
+void sa_map_for(int family, struct sockaddr_storage *ss);
+/* The source address the kernel would use to reach peer. 0 or -errno. */
+int sa_route_source(const struct sockaddr *peer, struct sockaddr_storage *src);
+
+/* ---- rdma_cm helpers (rdmacm.c) ---- */
+/* A non-blocking event channel whose descriptor is the library's own
+ * (ownfd.h), or NULL (errno set by librdmacm). */
+struct rdma_event_channel *cm_channel_new(void);
+/* Wait on a private channel for `want` until deadline (clock_now_ms()
+ * units). 0 with *ev (ack it); another event in *ev too, with
+ * -ECONNREFUSED for REJECTED and another -errno otherwise; -ETIMEDOUT. */
+int cm_wait_event(struct rdma_event_channel *ch, enum rdma_cm_event_type want, int64_t deadline,
+		  struct rdma_cm_event **ev);
+/* Acknowledge ev; NULL is ignored. */
+void cm_ack(struct rdma_cm_event *ev);
+/* What was asked already of an id's resolution (cm_resolve_from). */
+enum { RESOLVE_NEW = 0, RESOLVE_ADDR, RESOLVE_ROUTE };
+#define RESOLVE_FIRST_MS 25
+/* Resolve address and route of id towards dst, going on from `asked`.
+ * 0 or -errno. */
+int cm_resolve_from(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr *src,
+		    struct sockaddr *dst, int64_t deadline, int asked);
+/* cm_resolve_from() with nothing asked yet. */
+int cm_resolve(struct rdma_event_channel *ch, struct rdma_cm_id *id, struct sockaddr *src,
+	       struct sockaddr *dst, int64_t deadline);
+
+/* ---- devices (devices.c) ---- */
+struct cm_dev;
+/* The record of ctx when this process may use it, else NULL. Caller holds
+ * cm_lock. */
+struct cm_dev *cm_dev_mine(struct ibv_context *ctx);
+/* cm_dev_mine() for a caller that does not hold cm_lock: 1 or 0. */
+int cm_dev_usable(struct ibv_context *ctx);
+
+/* ---- the negative cache (negcache.c) ---- */
+/* 1 when peer (address, port) is cached as no librsock, else 0. Takes
+ * cm_lock. */
+int cm_neg_lookup(const struct sockaddr *peer);
+/* Cache peer for cm_settings.neg_cache_s seconds (the oldest of
+ * NEG_SLOTS entries goes). Takes cm_lock. */
+void cm_neg_insert(const struct sockaddr *peer);
+#define NEG_SLOTS 64
+
+/* ---- the shared tuple table (tuples.c) ---- */
+#define TUPLE_SLOTS 1024
+#define TUPLE_TTL_MS 10000
+/* This process's table: the named one of this user and network namespace,
+ * else a private one. 0 or -ENOMEM (none to be had). Caller holds
+ * cm_lock. */
+int cm_tuples_create(void);
+/* Use a private table (not shared with other processes), made if need
+ * be. 0 or -ENOMEM. */
+int cm_tuples_private(void);
+/* Record a probe's tuple. 0, or -ENOSPC when the table is full. */
+int cm_tuple_put(const struct proto_probe *pr);
+/* Take the entry for a stream accepted from peer on local: 1 when there
+ * was one, else 0. */
+int cm_tuple_take(const struct sockaddr *peer, const struct sockaddr *local);
+
+/* ---- the cm thread's objects (thread.c, beacon.c, server.c) ---- */
+enum { CTX_BEACON = 1, CTX_LISTENER, CTX_PENDING };
+struct cm_obj {
+	int kind;
+};
+
+struct beacon {
+	struct cm_obj obj;
+	const void *owner;
+	uint32_t kid;       /* the kernel's id of the listening ucm id */
+	struct sockaddr_storage addr; /* the TCP listener's address */
+	pid_t pid;          /* the process whose cm thread serves it */
+	int shared;         /* no id of its own: another listener of the port
+			     * (SO_REUSEPORT) has the beacon, which answers for
+			     * this one too, through the shared tuple table */
+	struct beacon *next;
+};
+
+struct listener {
+	struct cm_obj obj;
+	struct rdma_cm_id *id;
+	pid_t pid;          /* listeners of a parent are not ours after fork */
+	struct sockaddr_storage addr; /* local address, port = the rdma_cm port */
+	struct listener *next;
+};
+
+enum { PEND_WAIT = 0, PEND_ACCEPTING, PEND_UP, PEND_FAILED };
+struct pending {
+	struct cm_obj obj;
+	uint64_t token;
+	struct tp *tp;
+	struct ibv_context *ctx;
+	int state;
+	struct pending *next;
+};
+
+extern struct rdma_event_channel *cm_ch RSOCK_HIDDEN; /* the process's channel */
+extern int cm_ucm RSOCK_HIDDEN;        /* the beacons' connection-manager file (ucm.h) */
+extern pid_t cm_thread_pid RSOCK_HIDDEN; /* the process cm_ch and cm_ucm are for */
+extern struct beacon *cm_beacons RSOCK_HIDDEN;     /* cm_lock */
+extern struct listener *cm_listeners RSOCK_HIDDEN; /* cm_lock */
+extern struct pending *cm_pendings RSOCK_HIDDEN;   /* cm_lock */
+
+/* The process-wide channel, the ucm file and the thread that reads them,
+ * started on first use (again in a forked child). 0 or -errno. Caller
+ * holds cm_lock. */
+int cm_start(void);
+
+/* ---- beacons and data listeners (beacon.c) ---- */
+/* A connect request on a beacon (cm thread): answer it. */
+void cm_beacon_request(const struct ucm_event *ev);
+/* Whether owner's listening socket has a beacon: 1 or 0. */
+int cm_has_beacon(const void *owner);
+/* The per-process data listener on local, made if need be, or NULL.
+ * Caller holds cm_lock. */
+struct listener *cm_listener_for(const struct sockaddr *local);
+
+/* ---- hello I/O on the control connection (hello.c) ---- */
+#define CM_CANCEL_LEN 8
+#define CM_CANCEL_TYPE 5
+/* Write all of buf to fd, waiting for room up to deadline. 0 or -errno. */
+int cm_ctl_write(int fd, const void *buf, size_t len, int64_t deadline);
+/* Peek `want` bytes once there: want, 0 at EOF, or -errno (-ETIMEDOUT). */
+ssize_t cm_ctl_peek(int fd, void *buf, size_t want, int64_t deadline);
+/* Read and drop up to n bytes that are there. */
+void cm_ctl_consume(int fd, size_t n);
+/* The client's cancel in b (CM_CANCEL_LEN bytes): returns its length. */
+int cm_cancel_encode(uint8_t *b);
+/* Whether b (CM_CANCEL_LEN bytes) is a cancel: 1 or 0. */
+int cm_is_cancel(const uint8_t *b);
+/* Consume the client's cancel when it is next on the stream: 1 if it was,
+ * else 0. */
+int cm_drop_cancel(int fd);
+
+/* ---- the client (probe.c, client.c) ---- */
+struct cm_client {
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id; /* bound to the local address; becomes the data id */
+	struct sockaddr_storage local, peer; /* local: the tuple the probe announced */
+	struct sockaddr_storage src; /* the data id's bind address (port 0) */
+	int64_t probed_ms;     /* when the beacon answered */
+	struct tp *tp;
+	uint64_t token;
+	int fd; /* the application's socket */
+	uint16_t hint; /* the beacon's data port hint, 0 if none */
+	int pre; /* what was asked ahead for the data id towards hint: RESOLVE_NEW
+		  * (nothing), _ADDR, _ROUTE, or -1 spoiled (a fresh id is needed) */
+	int64_t deadline; /* of the handshake: the hello's sending + handshake_ms */
+	enum rsock_fallback_reason qp_why; /* our QP could not be made, else 0 */
+};
+
+/* Ask the peer's beacon whether librsock serves the port: 1, 0 (a plain
+ * peer), or -errno (-EAGAIN: the peer's CM kept refusing for want of
+ * resources). */
+int cm_probe(struct cm_client *c, uint16_t cport, const struct cm_bufs *bufs);
+/* The stream's rings and CQ: 0, or a fallback reason. */
+int cm_client_prepare(struct cm_client *c, const struct cm_bufs *bufs);
+/* The stream's own QP: 0, or a fallback reason. */
+int cm_client_qp(struct cm_client *c);
+/* Free c and what it holds (NULL is ignored). */
+void cm_client_free(struct cm_client *c);
+
+/* ---- the client's data connection (dataconn.c) ---- */
+/* With the beacon's hint, start resolving the data id's address (no wait). */
+void cm_data_pre_resolve(struct cm_client *c);
+/* If the address resolved meanwhile, ask for the route too (no wait). */
+void cm_data_pre_route(struct cm_client *c);
+/* The data connection to the port the answer a names, with the rings it
+ * describes, by c->deadline: 0, or -errno with *why. */
+int cm_data_connect(struct cm_client *c, const struct proto_hello_ack *a,
+		    enum rsock_fallback_reason *why);
+/* The stream is up (tp_up); its id's later events go to the process's
+ * channel. Takes cm_lock. */
+void cm_data_up(struct cm_client *c);
+
+#endif

@@ -1,0 +1,217 @@
+/* thread.c - negotiation's part of the library's thread (service.h): the
+ * process's rdma_cm channel (data listeners' requests, accepted streams'
+ * events) and the beacons' ucm file. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <endian.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/ownfd.h"
+#include "base/proc.h"
+#include "service/service.h"
+
+#include "negotiate/internal.h"
+
+pthread_mutex_t cm_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t cm_cond = PTHREAD_COND_INITIALIZER;
+struct rdma_event_channel *cm_ch;
+int cm_ucm = -1;
+pid_t cm_thread_pid;
+
+static void on_connect_request(struct rdma_cm_event *ev)
+{
+	struct cm_obj *o = ev->listen_id ? ev->listen_id->context : NULL;
+	const void *pd = ev->param.conn.private_data;
+	uint8_t pdlen = ev->param.conn.private_data_len;
+
+	if (o && o->kind == CTX_LISTENER && pd && pdlen >= 8) {
+		uint64_t token;
+		struct pending *p;
+		memcpy(&token, pd, 8);
+		token = le64toh(token); /* little-endian on the wire (doc/design.md, "Wire protocol") */
+		pthread_mutex_lock(&cm_lock);
+		for (p = cm_pendings; p; p = p->next)
+			if (p->token == token && p->state == PEND_WAIT)
+				break;
+		if (p && p->ctx == ev->id->verbs && tp_create_qp(p->tp, ev->id) == 0) {
+			struct rdma_conn_param cp;
+			tp_conn_param(&cp, NULL, 0);
+			cp.qp_num = tp_own_qp_num(p->tp); /* 0: the QP is the id's */
+			log_debug("accept: request for a pending stream, %s QP", cp.qp_num ? "its own" : "the id's");
+			ev->id->context = p;
+			if (rdma_accept(ev->id, &cp) == 0) {
+				p->state = PEND_ACCEPTING;
+				pthread_mutex_unlock(&cm_lock);
+				return;
+			}
+			p->state = PEND_FAILED;
+			pthread_cond_broadcast(&cm_cond);
+		}
+		pthread_mutex_unlock(&cm_lock);
+	}
+	rdma_reject(ev->id, NULL, 0);
+	ev->id->context = NULL;
+}
+
+static void on_event(struct rdma_cm_event *ev)
+{
+	struct rdma_cm_id *doomed = NULL;
+	struct cm_obj *o;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		on_connect_request(ev);
+		if (!ev->id->context)
+			doomed = ev->id;
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+	case RDMA_CM_EVENT_REJECTED:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		/* The waiting accept() clears the context under cm_lock before
+		 * its pending object goes away. */
+		pthread_mutex_lock(&cm_lock);
+		o = ev->id->context;
+		if (o && o->kind == CTX_PENDING) {
+			((struct pending *)o)->state =
+				ev->event == RDMA_CM_EVENT_ESTABLISHED ? PEND_UP : PEND_FAILED;
+			pthread_cond_broadcast(&cm_cond);
+		}
+		pthread_mutex_unlock(&cm_lock);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		/* Liveness comes from the TCP control connection, except for
+		 * a stream still being accepted. A DREQ follows only an
+		 * established connection; the kernel's CM handles the
+		 * client's RTU and its DREQ on a workqueue that need not keep
+		 * their order, and a DREQ that overtakes the RTU ends the
+		 * wait for ESTABLISHED here for good (the RTU is dropped).
+		 * The client was connected, may have written and closed: its
+		 * bytes are in our ring, so the stream is up (waiting out
+		 * the deadline would leave it on TCP with those bytes lost:
+		 * streamcheck scenario 14). */
+		pthread_mutex_lock(&cm_lock);
+		o = ev->id->context;
+		if (o && o->kind == CTX_PENDING && ((struct pending *)o)->state == PEND_ACCEPTING) {
+			log_debug("accept: the client disconnected before its RTU arrived: connected");
+			((struct pending *)o)->state = PEND_UP;
+			pthread_cond_broadcast(&cm_cond);
+		}
+		pthread_mutex_unlock(&cm_lock);
+		break;
+	default:
+		/* TIMEWAIT_EXIT ...: nothing to do here. */
+		break;
+	}
+	rdma_ack_cm_event(ev);
+	if (doomed)
+		rdma_destroy_id(doomed);
+}
+
+/* The kernel refused the cm thread a command with EACCES: this process
+ * changed its credentials since it opened the file (tp_creds_stale). The
+ * thread stops watching it (it would be readable for ever): returns
+ * -EACCES for the service's callback. */
+static int creds_stale(const char *what)
+{
+	atomic_store_explicit(&tp_creds_stale, 1, memory_order_relaxed);
+	log_debug("cm: the %s refuses this process since it changed its credentials "
+		  "(setuid, setgid...): new streams stay on TCP", what);
+	return -EACCES;
+}
+
+/* The process's channel was readable (or the turn is the thread's first):
+ * handle every event there. */
+static int channel_ready(int fd, short revents, void *arg)
+{
+	struct rdma_cm_event *ev;
+
+	(void)fd, (void)revents, (void)arg;
+	while (rdma_get_cm_event(cm_ch, &ev) == 0)
+		on_event(ev);
+	return errno == EACCES ? creds_stale("rdma_cm channel") : 0;
+}
+
+/* The beacons' ucm file: answer every probe there. */
+static int ucm_ready(int fd, short revents, void *arg)
+{
+	struct ucm_event uev;
+	int rc;
+
+	(void)revents, (void)arg;
+	while ((rc = ucm_get_event(fd, &uev)) == 1)
+		if (uev.event == UCM_EVENT_CONNECT_REQUEST)
+			cm_beacon_request(&uev);
+	if (rc != -EACCES)
+		return 0;
+	/* Closing the file ends the beacons in the kernel: a client's probe
+	 * is refused at once (a plain peer, to it) instead of waiting for an
+	 * answer that cannot come. */
+	pthread_mutex_lock(&cm_lock);
+	ownfd_close(cm_ucm);
+	cm_ucm = -1;
+	pthread_mutex_unlock(&cm_lock);
+	return creds_stale("beacons' connection manager");
+}
+
+int cm_start(void)
+{
+	int rc;
+
+	if (cm_ch && cm_thread_pid == rsock_pid())
+		return 0;
+	/* In a forked child the inherited channel is the parent's (its thread
+	 * reads it): this process gets a channel and a thread of its own. */
+	if (!(cm_ch = cm_channel_new()))
+		return errno ? -errno : -ENODEV;
+	if ((cm_ucm = ucm_open()) < 0)
+		return cm_ucm;
+	cm_ucm = ownfd_move(cm_ucm);
+	/* Watched first, in this order: connection events and probes come
+	 * before the hand-over and the closed streams' teardown. */
+	service_watch(cm_ch->fd, POLLIN, channel_ready, NULL);
+	service_watch(cm_ucm, POLLIN, ucm_ready, NULL);
+	if ((rc = service_start())) {
+		service_unwatch(cm_ch->fd);
+		service_unwatch(cm_ucm);
+		return rc;
+	}
+	cm_thread_pid = rsock_pid();
+	return 0;
+}
+
+int cm_service_start(void)
+{
+	int rc;
+
+	pthread_mutex_lock(&cm_lock);
+	rc = cm_start();
+	pthread_mutex_unlock(&cm_lock);
+	return rc;
+}
+
+int cm_reap_ready(void)
+{
+	return service_running();
+}
+
+void cm_reap_ring(void)
+{
+	service_wake();
+}
+
+void cm_fork_lock(void)
+{
+	pthread_mutex_lock(&cm_lock);
+}
+
+void cm_fork_unlock(void)
+{
+	pthread_mutex_unlock(&cm_lock);
+}

@@ -1,0 +1,74 @@
+/* registry.h - the shared record of each RDMA stream (MAP_SHARED, inherited
+ * by forked children) through which a child asks the owning process to
+ * switch it to kernel TCP, and the owner's request pipe, which the
+ * library's thread watches (a pipe, unlike an eventfd, can be opened again
+ * through /proc by a child that closed it). doc/design.md, "Descriptors,
+ * fork, exec". */
+#ifndef RSOCK_PATH_REGISTRY_H
+#define RSOCK_PATH_REGISTRY_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "base/compiler.h"
+#include "path/prefix.h"
+
+enum ho_state { HO_IDLE = 0, HO_ASKED, HO_DONE, HO_FAILED };
+
+/* In a MAP_SHARED page read by the owner's forked children (the same
+ * library build): the layout is what both sides agree on. */
+struct ho_rec {
+	_Atomic uint32_t state; /* enum ho_state; a futex word */
+	int32_t pre_fd;         /* the owner's prefix memfd after DONE, or -1 */
+	int32_t req_fd;         /* the write end of the owner's request pipe */
+	int32_t owner;          /* pid of the process whose verbs objects carry it */
+	uint64_t req_ino;       /* the request pipe's inode: a child's inherited copy is checked */
+};
+
+struct tp;
+/* What the registry needs from the layers above, set by init.c (init_run)
+ * before any stream registers; each may be unset (unit tests). */
+struct ho_hooks {
+	/* Start this process's library thread with what else it watches
+	 * (cm_service_start): 0 or -errno. Unset: service_start(). */
+	int (*start)(void);
+	/* Switch t to kernel TCP for another process (tp_handover): 0 or
+	 * -errno. Unset: the request fails. */
+	int (*handover)(struct tp *t);
+	/* t's prefix memfd after the switch, or -1 (tp_prefix_fd). */
+	int (*prefix_fd)(struct tp *t);
+	/* t's control connection was readable (tp_control_watch): 1 while it
+	 * should be watched on. */
+	int (*control_watch)(struct tp *t);
+	/* t's control connection (its TCP socket), or -1. */
+	int (*control_fd)(struct tp *t);
+};
+/* Copies *h (init.c, once, before any stream registers). */
+void ho_hooks_set(const struct ho_hooks *h);
+
+/* A record for t, owned by this process (NULL when none can be had: the
+ * stream then simply cannot be handed to another process). Registers t so
+ * that a request finds it; starts the library's thread, which watches the
+ * request pipe. Takes ho_lock. */
+struct ho_rec *ho_register(struct tp *t);
+/* t is going away (owner only): no request reaches it any more. forked: a
+ * child may still hold the stream, so its record is never reused. */
+void ho_unregister(struct tp *t, int forked);
+/* t was switched by its owner on its own account (its close after a fork):
+ * children find it done, and the prefix in memfd fd (or -1). */
+void ho_publish(struct tp *t, int fd);
+/* Another process's stream (rec->owner != rsock_pid()): ask the owner to
+ * switch it and wait (bounded). Returns 0 and *pre (NULL when nothing was
+ * unread), or -errno (-EIO: the owner is gone or did not answer). */
+int ho_request(struct ho_rec *rec, struct ho_pre **pre);
+
+/* Forks of this process so far (the owner's close switches a stream that a
+ * child may still hold). */
+extern _Atomic unsigned ho_forks RSOCK_HIDDEN;
+
+/* For init.c's pthread_atfork handlers: the registry's lock is held across
+ * fork(), so that no child inherits it held by a thread it does not have. */
+void ho_fork_lock(void);
+void ho_fork_unlock(void);
+
+#endif

@@ -1,0 +1,66 @@
+/* service.h - the library's thread: one per process, a small loop that
+ * watches descriptors for the modules that register them and runs their
+ * per-turn work (doc/design.md, "Lock order and lifetimes").
+ *
+ * A turn, in this order: the callback of every watched descriptor, in the
+ * order they were registered, each with what the last poll() reported for
+ * it (0 on the thread's first turn and for a descriptor that was not
+ * ready: a callback drains what is there either way); the wake's count is
+ * read; every per-turn function runs, in the order registered. Then the
+ * thread sleeps in poll() on the watched descriptors and the wake, without
+ * a time-out unless a per-turn function said more work waits.
+ *
+ * The thread holds the run lock whenever it is not asleep in poll(); a fork
+ * takes it first (service_fork_quiesce), so no child is forked while the
+ * thread is in malloc or in a library whose internal locks the child would
+ * inherit held. It knows nothing of what it watches. */
+#ifndef RSOCK_SERVICE_H
+#define RSOCK_SERVICE_H
+
+#include "base/compiler.h"
+
+/* A watched descriptor's callback, on the thread, run lock held: fd, the
+ * events poll() reported (0: none, or the first turn) and the arg given to
+ * service_watch. Returns 0 to keep watching, a -errno to stop (the watch is
+ * removed; the descriptor stays the caller's). */
+typedef int (*service_cb)(int fd, short revents, void *arg);
+
+/* Watch fd for events (poll's POLLIN...) in this process's loop: cb runs on
+ * every turn from the next one on. Watches are per process: a forked child
+ * starts with none (the parent's thread watches the parent's). Registering
+ * before service_start is fine. 0, -EEXIST (fd is watched already) or
+ * -ENOSPC (SERVICE_WATCHES watches at most). Takes the service's table
+ * lock, a leaf below cm_lock and ho_lock. */
+#define SERVICE_WATCHES 8
+int service_watch(int fd, short events, service_cb cb, void *arg);
+/* Stop watching fd (nothing when it is not watched). A callback already
+ * running in the thread finishes its turn. */
+void service_unwatch(int fd);
+
+/* Run fn on every turn, after the watched descriptors' callbacks: fn
+ * returns nonzero when more of its work waits (the thread then does not
+ * sleep). For the whole life of the library, forks included; registered
+ * once, at start-up (init.c). 0 or -ENOSPC. */
+int service_each_turn(int (*fn)(void));
+
+/* Start the thread in this process if it has none (again in a child after
+ * fork, where the parent's does not exist). Returns only once the thread
+ * runs its loop, so a fork right after is safe. 0 or -errno. */
+int service_start(void);
+/* Whether this process's thread runs and can be woken (service_wake):
+ * 1 or 0. */
+int service_running(void);
+/* Make the thread take a turn soon (from any thread; async-signal-safe). */
+void service_wake(void);
+
+/* Around fork (init.c), before every other lock the thread may take: wait
+ * until the thread sleeps in poll() and keep it there; resumed in parent
+ * and child. */
+void service_fork_quiesce(void);
+void service_fork_resume(void);
+/* The watch table's lock across fork (a leaf; init.c takes it last of
+ * cm_lock, ho_lock and it). */
+void service_fork_lock(void);
+void service_fork_unlock(void);
+
+#endif
