@@ -125,7 +125,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 			ext[m++].revents = 0;
 		}
 		if (bell) { /* other threads' progress on our streams rings it */
-			ext[m].fd = tp_thread_bell();
+			ext[m].fd = tp_thread_wakefd();
 			ext[m].events = POLLIN;
 			ext[m++].revents = 0;
 		}

@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include "negotiate/cm.h"
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/ownfd.h"
 #include "core/conn.h"
 #include "event/epoll.h"
+#include "event/event.h"
 #include "core/fdtab.h"
 #include "path/handover.h"
 #include "init/init.h"
@@ -46,7 +48,7 @@ struct fork_hook {
 
 static void tp_fork_child(void)
 {
-	tp_bell_fork_child(); /* closes one of our descriptors: fdtab's lock */
+	tp_wake_fork_child(); /* closes one of our descriptors: fdtab's lock */
 	tp_reap_fork_child(); /* the same */
 	tp_fork_unlock();
 }
@@ -109,6 +111,11 @@ static void init_run(void)
 	if (rc)
 		log_error("some libc entry points could not be resolved; those calls fail with ENOSYS");
 	fdtab_init();
+	/* The RDMA path's calls upward: epoll's wake-up and the cm thread's
+	 * teardown of closed streams. No stream exists yet. */
+	tp_hooks_set(&(const struct tp_hooks){.kick = event_kick,
+					      .reaper_ready = cm_reap_ready,
+					      .reaper_wake = cm_reap_ring});
 	if (pthread_atfork(fork_prepare, fork_parent, fork_child))
 		log_warn("pthread_atfork failed: a fork while another thread is in the library may hang the child");
 	if (log_fd_get() >= 0)
@@ -166,7 +173,7 @@ __attribute__((destructor)) static void rsock_destructor(void)
 		return;
 	/* What was posted on streams never closed reaches the peer (bounded
 	 * for all together, as close() is for one). */
-	struct exit_drain d = {(pid_t)syscall(SYS_getpid), tp_now_ns() + 2000 * 1000000LL};
+	struct exit_drain d = {(pid_t)syscall(SYS_getpid), clock_now_ns() + 2000 * 1000000LL};
 	fdtab_each(exit_drain_one, &d);
 	if (rsock_config.stats_at_exit)
 		stats_print(fdtab_count());

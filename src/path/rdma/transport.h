@@ -23,20 +23,10 @@
 #include "base/proto.h"
 #include "base/ring.h"
 
-/* Receives posted: the peer's data messages (at most TP_MAX_DATA_MSGS
- * unacknowledged), its credits (at worst one per data message of ours it
- * read: TP_MAX_DATA_MSGS), FIN and RESET, and the receives consumed but not
- * yet posted again (fewer than TP_RQ_BATCH). */
-#define TP_RQ_DEPTH 144
 #define TP_SQ_DEPTH 128
-#define TP_SIGNAL_EVERY 32
 /* Part of the wire protocol: a receiver takes one more as an error (see
  * doc/design.md section 9). */
 #define TP_MAX_DATA_MSGS 63
-/* Receives are posted again in chains of this many (doc/design.md section 9). */
-#define TP_RQ_BATCH 16
-_Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "receive queue headroom");
-#define TP_MAX_CHUNK (32u * 1024) /* the largest copied data message (doc/design.md section 9) */
 /* The largest inline data message (the QP asks for this much, and the
  * send path gathers one in a stack buffer of this size). */
 #define TP_INLINE_MAX 256u
@@ -48,10 +38,6 @@ static inline uint32_t tp_inline_limit(uint32_t reported)
 {
 	return reported < TP_INLINE_MAX ? reported : TP_INLINE_MAX;
 }
-/* The largest data message written from a registered application buffer
- * (a span without the copy), at most half the peer's ring (section 9). */
-#define TP_MAX_ZC_CHUNK (128u * 1024)
-
 
 /* Set once the kernel refused a verbs command of this process with EACCES:
  * the process changed its credentials (setuid, setgid, setgroups...) after
@@ -200,7 +186,7 @@ struct ho_rec;
  * (tp_wait_fd). */
 struct tp_waiter {
 	struct tp_waiter *next;
-	int fd;                      /* the sleeping thread's bell, -1: none */
+	int fd;                      /* the sleeping thread's wake-up eventfd, -1: none */
 	int rung;
 	int on;                      /* counted in the stream's sleepers */
 };
@@ -267,7 +253,7 @@ struct tp {
 	_Atomic int armed;           /* a completion event is requested or pending */
 	_Atomic int sleepers;        /* threads asleep on the channel in poll() or a
 	                                blocking call (tp_wait_fd, wait_event) */
-	struct tp_waiter *waitq;     /* those of them with a bell, under lock */
+	struct tp_waiter *waitq;     /* those of them with a wake-up eventfd, under lock */
 	_Atomic uint64_t evseq;      /* counts completions and control events */
 	_Atomic int watchers;        /* epoll registrations of this stream */
 	_Atomic int hooked_shared;   /* registered in an epoll instance another
@@ -290,6 +276,18 @@ struct tp {
 	struct ho_rec *rec;          /* the record other processes ask through */
 	unsigned fork_gen;           /* ho_forks when the stream came up */
 };
+
+/* What the RDMA path calls in the layers above it, set by init.c before any
+ * stream exists (tp_hooks_set). A member left NULL (unit tests) does
+ * nothing: no epoll instance is woken, and with no reaper tp_close tears a
+ * stream down itself. */
+struct tp_hooks {
+	void (*kick)(void);         /* wake every epoll instance to look again */
+	int (*reaper_ready)(void);  /* 1: this process has a thread for tp_reap */
+	void (*reaper_wake)(void);  /* closed streams wait for tp_reap */
+};
+/* Install the hooks (copied). Called once, before any stream exists. */
+void tp_hooks_set(const struct tp_hooks *h);
 
 /* Allocate the stream and its rings (receive ring of rx_size bytes, the
  * peer's target; send staging ring of tx_size), registered in a protection
@@ -386,22 +384,24 @@ short tp_poll_events(struct tp *t);
 /* The descriptor to sleep on for this stream's progress (the completion
  * channel), after arming notification. Returns -1 when nothing needs arming
  * (already ready). A descriptor returned makes the caller a sleeper until
- * tp_wait_end(t, w), and the caller must also sleep on tp_thread_bell().
+ * tp_wait_end(t, w), and the caller must also sleep on tp_thread_wakefd().
  * Several threads may sleep on one stream (ruby: one thread writing and
  * one reading a socket, each in poll(); it hung): one of them can take the
  * channel's event and the completion it announced while another is
  * between its look and its sleep. So a thread that consumes an event
  * while others sleep re-arms the CQ for them (tp_consume), and progress
- * made by any thread rings the other sleepers' bells. */
+ * made by any thread wakes the other sleepers (their wake-up eventfds). */
 int tp_wait_fd(struct tp *t, struct tp_waiter *w);
 /* Ends the wait tp_wait_fd began on w; nothing when it began none. */
 void tp_wait_end(struct tp *t, struct tp_waiter *w);
-/* This thread's bell (an eventfd, closed when the thread ends), or -1. */
-int tp_thread_bell(void);
-/* In a forked child: the forking thread's bell is the parent's file. */
-void tp_bell_fork_child(void);
+/* This thread's wake-up eventfd (closed when the thread ends), or -1 when
+ * it has none. */
+int tp_thread_wakefd(void);
+/* In a forked child: the forking thread's wake-up eventfd is the parent's
+ * file; close our copy. */
+void tp_wake_fork_child(void);
 /* Consume a completion-channel event after the wait fd fired; when epoll
- * instances watch the stream they are kicked (event_kick) so that none
+ * instances watch the stream they are kicked (tp_hooks.kick) so that none
  * sleeps on the event consumed here. */
 void tp_wait_done(struct tp *t);
 
@@ -446,8 +446,8 @@ int tp_shutdown_wr(struct tp *t);
 
 /* Last descriptor closed. abort: unread data -> RESET instead of FIN. Waits
  * (bounded) for posted writes to complete, then destroys everything: a
- * stream that was up has that done by the cm thread (tp_reap), when this
- * process has one, so that close() does not wait for the verbs objects'
+ * stream that was up has that done by the reaper (the cm thread: tp_reap),
+ * when this process has one (tp_hooks.reaper_ready), so that close() does not wait for the verbs objects'
  * destruction (about a millisecond in the guest). */
 void tp_close(struct tp *t, int abort);
 
@@ -461,10 +461,9 @@ int tp_reap(void);
 void tp_reap_fork_child(void);
 
 /* At exit: let what this process posted on t complete (bounded by
- * until_ns, CLOCK_MONOTONIC: tp_now_ns()); t stays open. self: the
+ * until_ns, CLOCK_MONOTONIC: clock_now_ns()); t stays open. self: the
  * process's id from the kernel. */
 void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns);
-int64_t tp_now_ns(void);
 
 /* For init.c's pthread_atfork handlers: the ring cache's lock is held
  * across fork(). */
