@@ -279,8 +279,8 @@ void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
 	 * on using it (a client that forks and exits, as `( ... ) & exit` in
 	 * a shell does): as close() does, the stream moves to TCP for it
 	 * (within what is left of the exit's bound). Bytes unread here are
-	 * out of the child's reach once this process is gone (it gets EIO,
-	 * as it did before for every such stream); with none it goes on. */
+	 * out of the child's reach once this process is gone (it gets EIO);
+	 * with none it goes on. */
 	if (until_ns - clock_now_ns() > 50 * 1000000LL &&
 	    tp_switch_for_children(t, t->fork_gen != atomic_load(&ho_forks), until_ns / 1000000, &pfd)) {
 		pthread_mutex_unlock(&t->lock);

@@ -1,6 +1,6 @@
 /* flow.c - the stream's flow control beyond flow.h's accounting: posting
  * credits, moving unread bytes to the spill, and the room a send has now
- * (doc/design.md section 9). */
+ * (doc/design.md, "Wire protocol"). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -22,7 +22,7 @@ void tp_send_credit(struct tp *t)
 }
 
 /* After a read: credit once a quarter of the ring or half the sender's
- * message allowance has been read (doc/design.md section 9). */
+ * message allowance has been read (doc/design.md, "Wire protocol"). */
 void tp_maybe_credit(struct tp *t)
 {
 	if (tp_credit_due(t))

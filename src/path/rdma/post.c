@@ -1,6 +1,6 @@
 /* post.c - posting work requests (RDMA WRITE WITH IMMEDIATE, receives,
  * fences) and taking their completions: progress() applies what the peer's
- * messages say and releases the send ring (doc/design.md section 9). */
+ * messages say and releases the send ring (doc/design.md, "Wire protocol"). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -101,7 +101,7 @@ int tp_post_fence(struct tp *t)
  * peer is told at once, by a reset of the control connection (connect()
  * with AF_UNSPEC, which keeps the application's descriptor): a peer left
  * waiting would otherwise hang, or take the end of the stream for a clean
- * one when this process closes it (doc/design.md section 5). Not for
+ * one when this process closes it (doc/design.md, "Errors"). Not for
  * reset == 0 (flushed work requests: the QP went to its error state, after
  * an error seen first or because the peer disconnected, as it does once a
  * hand-over is done), nor during a hand-over (the control connection is

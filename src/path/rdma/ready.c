@@ -1,5 +1,5 @@
 /* ready.c - readiness for poll and epoll, and the bytes readable
- * (doc/design.md section 11). */
+ * (doc/design.md, "Readiness"). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif

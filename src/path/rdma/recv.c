@@ -1,5 +1,5 @@
 /* recv.c - tp_recv: reading the spill and the receive ring, crediting
- * what was read, and waiting (doc/design.md section 9). */
+ * what was read, and waiting (doc/design.md, "Wire protocol"). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -132,7 +132,7 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			break; /* end of stream (or of our reading) */
 		/* No credit here: the thresholds of tp_maybe_credit() leave the
 		 * sender at least 3/4 of the ring and half the messages whenever
-		 * we have read everything (doc/design.md section 9), and a credit
+		 * we have read everything (doc/design.md, "Wire protocol"), and a credit
 		 * per empty read would wake the peer for nothing. */
 		if (nonblock) {
 			if (control_due(t)) {

@@ -1,5 +1,5 @@
 /* send.c - tp_send: data messages, inline, staged in the send ring or
- * from a registered span (doc/design.md section 9). */
+ * from a registered span (doc/design.md, "Wire protocol"). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -67,13 +67,89 @@ static int send_small(struct tp *t, const void *buf, uint32_t n)
 	return 1;
 }
 
+/* A blocking send's wait for room: its SO_SNDTIMEO deadline (set at its
+ * first wait) and when its unread bytes go to the spill (0: not again). */
+struct send_wait {
+	int64_t deadline;
+	int deadline_set;
+	int64_t spill_at;
+};
+
+/* One wait of a blocking send that has no room. Returns 0 to look again
+ * (it waited, or spilled), -EAGAIN when the time-out has passed, -EINTR
+ * when a signal interrupted it and the call fails. Caller holds the lock. */
+static int send_wait(struct tp *t, struct send_wait *sw)
+{
+	int64_t wait_until;
+
+	/* SO_SNDTIMEO: what was sent, else EAGAIN, as TCP */
+	if (!sw->deadline_set) {
+		sw->deadline = tp_timeo_deadline(t, SO_SNDTIMEO);
+		sw->deadline_set = 1;
+		sw->spill_at = clock_now_ns() + TP_SPILL_AFTER_MS * 1000000LL;
+	}
+	if (tp_timed_out(sw->deadline))
+		return -EAGAIN;
+	/* Our unread bytes go aside once we have waited a while
+	 * (tp_spill(): both ends may be waiting for the other). */
+	wait_until = sw->deadline;
+	if (sw->spill_at && ring_used(&t->rx) && tp_spill_room(t)) {
+		if (clock_now_ns() >= sw->spill_at) {
+			if (tp_spill(t))
+				return 0;
+			sw->spill_at = 0; /* no memory for it: wait as before */
+		} else if (!wait_until || sw->spill_at < wait_until) {
+			wait_until = sw->spill_at;
+		}
+	}
+	if (sw->spill_at && t->rx_unacked && clock_now_ns() >= sw->spill_at)
+		tp_send_credit(t); /* a spill's credit the send queue had no room for */
+	if (tp_wait_event(t, wait_until, 0) == -EINTR && tp_intr_fails(sw->deadline))
+		return -EINTR;
+	return 0;
+}
+
+/* Post one data message of n bytes (tp_send_room allowed them, contiguous)
+ * from byte done of iov: from the registered span zc (NULL: none), inline,
+ * or staged in the send ring. 0 or tp_post_write's -errno (the reservations
+ * stay made). Caller holds the lock. */
+static int send_post(struct tp *t, const struct iovec *iov, int iovcnt, size_t done, uint32_t n,
+		     struct zc_span *zc)
+{
+	struct ring_span rs[2] = {{0, 0}, {0, 0}}; /* the reservation below fills it */
+	int r;
+
+	ring_remote_reserve(&t->peer, n, rs); /* send_room allowed n, contiguous */
+	if (zc) {
+		struct ibv_sge sge = {.addr = (uintptr_t)zc->base + (done - zc->off), .length = n,
+				      .lkey = zc->mr->lkey};
+		r = tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n),
+				  done + n == zc->end ? PW_SIGNAL : 0);
+		if (r == 0) {
+			stats_zcopy(n);
+			if (done + n == zc->end)
+				zc->seq = t->sq_seq;
+		}
+	} else if (n <= t->max_inline) {
+		uint8_t buf[TP_INLINE_MAX];
+		struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = n, .lkey = 0};
+		iov_gather(iov, iovcnt, done, buf, n);
+		r = tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), PW_INLINE);
+	} else {
+		uint8_t *dst = t->tx.buf + (t->tx.tail & (t->tx.size - 1));
+		struct ibv_sge sge = {.addr = (uintptr_t)dst, .length = n, .lkey = t->tx_mr->lkey};
+		iov_gather(iov, iovcnt, done, dst, n);
+		t->tx.tail += n; /* == ring_write without the copy: contiguous by send_room */
+		r = tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), 0);
+	}
+	return r;
+}
+
 ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
 	size_t want = tp_iov_total(iov, iovcnt), done = 0;
 	ssize_t r = 0;
-	int64_t deadline = 0;
-	int deadline_set = 0;
-	int64_t spill_at = 0;
+	struct send_wait sw = {0, 0, 0};
 	struct zc_span zc = {.off = SIZE_MAX};
 
 	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
@@ -96,7 +172,6 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 	}
 	while (done < want) {
 		uint32_t n;
-		struct ring_span rs[2] = {{0, 0}, {0, 0}}; /* the reservation below fills it */
 
 		tp_progress(t);
 		/* The peer closed its side: once its control connection is gone
@@ -119,7 +194,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			break;
 		}
 		/* A long span of one buffer goes out without the copy
-		 * (doc/design.md section 9): registered for this call. */
+		 * (doc/design.md, "Wire protocol"): registered for this call. */
 		if (zc.mr && done >= zc.end && want - done > TP_MAX_CHUNK)
 			tp_zc_end(t, &zc); /* the next element, or the next span */
 		if (!zc.mr && zc.off != done && !nonblock)
@@ -127,60 +202,16 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		int from_zc = zc.mr && done < zc.end;
 		n = tp_send_room(t, from_zc ? zc.end - done : want - done, from_zc);
 		if (!n) {
-			int64_t wait_until;
-			if (nonblock)
+			int w;
+			if (nonblock || (w = send_wait(t, &sw)) == -EAGAIN)
 				break;
-			/* SO_SNDTIMEO: what was sent, else EAGAIN, as TCP */
-			if (!deadline_set) {
-				deadline = tp_timeo_deadline(t, SO_SNDTIMEO);
-				deadline_set = 1;
-				spill_at = clock_now_ns() + TP_SPILL_AFTER_MS * 1000000LL;
-			}
-			if (tp_timed_out(deadline))
-				break;
-			/* Our unread bytes go aside once we have waited a while
-			 * (tp_spill(): both ends may be waiting for the other). */
-			wait_until = deadline;
-			if (spill_at && ring_used(&t->rx) && tp_spill_room(t)) {
-				if (clock_now_ns() >= spill_at) {
-					if (tp_spill(t))
-						continue;
-					spill_at = 0; /* no memory for it: wait as before */
-				} else if (!wait_until || spill_at < wait_until) {
-					wait_until = spill_at;
-				}
-			}
-			if (spill_at && t->rx_unacked && clock_now_ns() >= spill_at)
-				tp_send_credit(t); /* a spill's credit the send queue had no room for */
-			if (tp_wait_event(t, wait_until, 0) == -EINTR && tp_intr_fails(deadline)) {
+			if (w == -EINTR) {
 				r = -EINTR; /* what was sent, else EINTR, as TCP */
 				break;
 			}
 			continue;
 		}
-		ring_remote_reserve(&t->peer, n, rs); /* send_room allowed n, contiguous */
-		if (from_zc) {
-			struct ibv_sge sge = {.addr = (uintptr_t)zc.base + (done - zc.off), .length = n,
-					      .lkey = zc.mr->lkey};
-			r = tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n),
-				       done + n == zc.end ? PW_SIGNAL : 0);
-			if (r == 0) {
-				stats_zcopy(n);
-				if (done + n == zc.end)
-					zc.seq = t->sq_seq;
-			}
-		} else if (n <= t->max_inline) {
-			uint8_t buf[TP_INLINE_MAX];
-			struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = n, .lkey = 0};
-			iov_gather(iov, iovcnt, done, buf, n);
-			r = tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), PW_INLINE);
-		} else {
-			uint8_t *dst = t->tx.buf + (t->tx.tail & (t->tx.size - 1));
-			struct ibv_sge sge = {.addr = (uintptr_t)dst, .length = n, .lkey = t->tx_mr->lkey};
-			iov_gather(iov, iovcnt, done, dst, n);
-			t->tx.tail += n; /* == ring_write without the copy: contiguous by send_room */
-			r = tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), 0);
-		}
+		r = send_post(t, iov, iovcnt, done, n, from_zc ? &zc : NULL);
 		if (r == -EACCES) {
 			/* Not posted: take the reservation back, and let TCP
 			 * carry these bytes once the stream has moved. */

@@ -48,7 +48,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	atomic_init(&t->ctl_dirty, 1);
 	/* A new stream's first waits are for the answer to its first request
 	 * (or for that request): its first wait spins up to RSOCK_POLL_MAX_US
-	 * (doc/design.md section 9). */
+	 * (doc/design.md, "Wire protocol"). */
 	tp_adapt_init(&t->wait);
 	atomic_init(&t->rcvlowat, 1);
 	/* Our own reference to the kernel socket: the application may close
@@ -341,5 +341,5 @@ void tp_conn_param(struct rdma_conn_param *p, const void *priv, uint8_t priv_len
 	p->responder_resources = 0; /* no RDMA READ in this protocol */
 	p->initiator_depth = 0;
 	p->retry_count = 7;
-	p->rnr_retry_count = 7; /* never the flow control: credits are (section 9) */
+	p->rnr_retry_count = 7; /* never the flow control: credits are (doc/design.md, "Wire protocol") */
 }

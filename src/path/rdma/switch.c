@@ -1,5 +1,5 @@
-/* switch.c - the hand-over to TCP in the owning process (doc/design.md
- * section 6): the control connection watched, the SWITCH exchange, what a
+/* switch.c - the hand-over to TCP in the owning process (doc/design.md,
+ * "Descriptors, fork, exec"): the control connection watched, the SWITCH exchange, what a
  * change of credentials and a forked child's socket ask for. */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
@@ -272,6 +272,6 @@ int tp_switch_for_children(struct tp *t, int forked, int64_t deadline, int *pfd)
 	    t->peer_version < PROTO_VERSION_SWITCH || switch_within(t, 0, 0, deadline))
 		return 0;
 	if ((*pfd = tp_prefix_fd(t)) >= 0)
-		t->pre = NULL; /* an orphan now, left open: doc/design.md section 6 */
+		t->pre = NULL; /* an orphan now, left open: doc/design.md, "Descriptors, fork, exec" */
 	return 1;
 }

@@ -1,6 +1,6 @@
 /* switched.c - a stream moved to TCP: the hand-over asked for (by the
  * owner or another process), the unread prefix, and receiving, sending and
- * readiness on the kernel socket (doc/design.md section 6). */
+ * readiness on the kernel socket (doc/design.md, "Descriptors, fork, exec"). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif

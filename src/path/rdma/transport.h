@@ -25,7 +25,7 @@
 
 #define TP_SQ_DEPTH 128
 /* Part of the wire protocol: a receiver takes one more as an error (see
- * doc/design.md section 9). */
+ * doc/design.md, "Wire protocol"). */
 #define TP_MAX_DATA_MSGS 63
 /* The largest inline data message (the QP asks for this much, and the
  * send path gathers one in a stack buffer of this size). */
@@ -44,10 +44,11 @@ static inline uint32_t tp_inline_limit(uint32_t reported)
  * it opened the RDMA device, and the kernel accepts write()-based commands
  * (soft-RoCE's post_send and req_notify_cq, every rdma_cm command) only
  * from the credentials the file was opened with. Its RDMA streams move to
- * TCP; new streams stay on TCP (cm.c). doc/design.md section 6. */
+ * TCP; new streams stay on TCP (cm.c). See doc/design.md, "Descriptors, fork,
+ * exec". */
 extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
 
-/* Adaptive busy-poll (doc/design.md section 9). A waiter that usually gets
+/* Adaptive busy-poll (doc/design.md, "Wire protocol"). A waiter that usually gets
  * its event soon (avg_ns: the recent time from starting to wait to the
  * event, an EWMA; dev_ns: the mean deviation from it, as TCP keeps its
  * round trip's, RFC 6298) spins up to the average and four deviations, and
@@ -69,7 +70,7 @@ extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
  * the spin (a 64 B ping-pong with both ends on one CPU of the guest: p50
  * 1.48 ms, 0.43 ms yielding; kernel TCP 0.22 ms). Shorter spins do not
  * yield: a system call every 16th poll cost the guest's 64 B round trip
- * 3-12 us when both ends have CPUs of their own (design.md section 9). */
+ * 3-12 us when both ends have CPUs of their own (doc/design.md, "Wire protocol"). */
 #define TP_YIELD_AFTER_NS 50000
 static inline void tp_spin_yield(int64_t spun_ns)
 {
@@ -160,7 +161,7 @@ static inline void tp_wait_note(struct tp_adapt *a, int64_t waited_ns, enum tp_w
  * every few of them cost more than it saved. A wait that read nothing since
  * the last one (it was woken by one of its own credits' completions) counts
  * neither way, and the count goes up to TP_SINK_MAX, so an odd short
- * message does not make a sink spin again (doc/design.md section 9). */
+ * message does not make a sink spin again (doc/design.md, "Wire protocol"). */
 #define TP_SINK_WAITS 4
 #define TP_SINK_MAX 8
 #define TP_SINK_BYTES (16u * 1024)
@@ -269,7 +270,7 @@ struct tp {
 	_Atomic int rcvlowat;        /* the socket's SO_RCVLOWAT, as the kernel keeps it (>= 1) */
 	_Atomic int64_t timeo_ns[2]; /* its SO_RCVTIMEO and SO_SNDTIMEO (0: none) */
 
-	/* The hand-over to TCP (doc/design.md section 6; handover.h). */
+	/* The hand-over to TCP (doc/design.md, "Descriptors, fork, exec"; handover.h). */
 	uint16_t peer_version;       /* protocol version of the peer's hello */
 	_Atomic int sw;              /* switched: the kernel socket carries the stream */
 	struct ho_pre *pre;          /* after the switch: bytes from RDMA not yet read */
@@ -311,7 +312,7 @@ void tp_up(struct tp *t);
  * them), for reads, writes and readiness. Also when the stream comes up. */
 void tp_sockopts_changed(struct tp *t);
 
-/* Move the stream to kernel TCP, in order (doc/design.md section 6): in the
+/* Move the stream to kernel TCP, in order (doc/design.md, "Descriptors, fork, exec"): in the
  * owning process by the SWITCH exchange with the peer, elsewhere by asking
  * the owner. Afterwards the bytes that came over RDMA and were not read are
  * read first (tp_prefix), then the kernel socket's. Blocks (bounded) for the

@@ -1,7 +1,7 @@
 /* wait.c - waiting on a stream: the per-thread wake-up eventfd, the
  * stream's queue of sleepers, a blocking call's sleep (spin, arm, poll) and
  * its deadline, and the completion channel's arming and events
- * (doc/design.md section 9). */
+ * (doc/design.md, "Wire protocol"). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -157,8 +157,8 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 		budget = (int64_t)tp_settings.poll_us * 1000;
 
 	/* Without a deadline the sleep has no time-out, as poll()'s in
-	 * event.c: everything a blocked call waits for wakes it (doc/design.md
-	 * section 9, "Waiting"). */
+	 * event.c: everything a blocked call waits for wakes it (doc/design.md,
+	 * "Wire protocol"). */
 	if (deadline) {
 		if (start >= deadline)
 			return 0;

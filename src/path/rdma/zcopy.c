@@ -1,4 +1,4 @@
-/* zcopy.c - sends without the copy (doc/design.md section 9): a long
+/* zcopy.c - sends without the copy (doc/design.md, "Wire protocol"): a long
  * span of the application's buffer registered for one blocking send. */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
