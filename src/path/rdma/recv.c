@@ -64,12 +64,43 @@ static size_t unread_to_iov(struct tp *t, const struct iovec *iov, int iovcnt, s
 	return k;
 }
 
+/* A blocking read's SO_RCVTIMEO deadline, set at its first wait. */
+struct recv_wait {
+	int64_t deadline;
+	int deadline_set;
+};
+
+/* One wait of a blocking read that has nothing to return yet. Returns 1
+ * when the wait took the completions off the queue itself, 0 to look
+ * again, -EAGAIN when SO_RCVTIMEO has passed (no wait then), -EINTR when a
+ * signal interrupted it and the call fails. Caller holds the lock. */
+static int recv_wait(struct tp *t, struct recv_wait *rw)
+{
+	int sink, w;
+
+	/* SO_RCVTIMEO: what MSG_WAITALL got, else EAGAIN, as TCP */
+	if (!rw->deadline_set) {
+		rw->deadline = tp_timeo_deadline(t, SO_RCVTIMEO);
+		rw->deadline_set = 1;
+	}
+	if (tp_timed_out(rw->deadline))
+		return -EAGAIN;
+	if (tp_unread(t))
+		tp_lowat_wait_prep(t);
+	sink = tp_sink_note(&t->sink_waits, t->rx.head - t->sink_mark);
+	t->sink_mark = t->rx.head;
+	w = tp_wait_event(t, rw->deadline, sink);
+	if (w == -EINTR && !tp_intr_fails(rw->deadline))
+		return 0;
+	return w;
+}
+
 ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
 {
 	size_t want = tp_iov_total(iov, iovcnt), done = 0, target;
 	ssize_t r = 0;
-	int64_t deadline = 0;
-	int deadline_set = 0, polled = 0;
+	struct recv_wait rw = {0, 0};
+	int polled = 0;
 
 	if (!want)
 		return 0;
@@ -143,31 +174,14 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			r = -EAGAIN;
 			break;
 		}
-		/* SO_RCVTIMEO: what MSG_WAITALL got, else EAGAIN, as TCP */
-		if (!deadline_set) {
-			deadline = tp_timeo_deadline(t, SO_RCVTIMEO);
-			deadline_set = 1;
-		}
-		if (tp_timed_out(deadline)) {
+		int w = recv_wait(t, &rw);
+		polled = w == 1;
+		if (w < 0) {
 			if (tp_unread(t)) { /* a peek short of SO_RCVLOWAT: what is there, as TCP */
 				nonblock = 1;
 				continue;
 			}
-			r = -EAGAIN;
-			break;
-		}
-		if (tp_unread(t))
-			tp_lowat_wait_prep(t);
-		int sink = tp_sink_note(&t->sink_waits, t->rx.head - t->sink_mark);
-		t->sink_mark = t->rx.head;
-		int w = tp_wait_event(t, deadline, sink);
-		polled = w == 1;
-		if (w == -EINTR && tp_intr_fails(deadline)) {
-			if (tp_unread(t)) { /* a peek short of SO_RCVLOWAT */
-				nonblock = 1;
-				continue;
-			}
-			r = -EINTR; /* what MSG_WAITALL got, else EINTR, as TCP */
+			r = w; /* what MSG_WAITALL got, else EAGAIN or EINTR, as TCP */
 			break;
 		}
 	}
