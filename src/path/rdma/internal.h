@@ -72,7 +72,8 @@ static inline size_t tp_iov_total(const struct iovec *iov, int iovcnt)
 }
 
 /* iov from byte skip on, into tmp (at most 64 pieces). Returns the count. */
-static inline int tp_iov_from(const struct iovec *iov, int iovcnt, size_t skip, struct iovec tmp[64])
+static inline int tp_iov_from(const struct iovec *iov, int iovcnt, size_t skip,
+			      struct iovec tmp[64])
 {
 	int n = 0;
 

@@ -139,7 +139,8 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		}
 		/* A peek copies from the first unread byte each time: it waits
 		 * until the target is there (or nothing more can come). */
-		if (tp_unread(t) && (!(flags & MSG_PEEK) || tp_unread(t) >= target || nonblock || tp_rx_ended(t))) {
+		if (tp_unread(t) &&
+		    (!(flags & MSG_PEEK) || tp_unread(t) >= target || nonblock || tp_rx_ended(t))) {
 			/* MSG_TRUNC: TCP discards (or, with MSG_PEEK, counts)
 			 * without touching the buffer, which may be NULL */
 			size_t n = flags & MSG_TRUNC ? (tp_unread(t) < want - done ? (size_t)tp_unread(t) : want - done)

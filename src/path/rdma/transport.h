@@ -48,8 +48,8 @@ static inline uint32_t tp_inline_limit(uint32_t reported)
  * exec". */
 extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
 
-/* Adaptive busy-poll (doc/design.md, "Wire protocol"). A waiter that usually gets
- * its event soon (avg_ns: the recent time from starting to wait to the
+/* Adaptive busy-poll (doc/design.md, "Wire protocol"). A waiter that
+ * usually gets its event soon (avg_ns: the recent time from starting to wait to the
  * event, an EWMA; dev_ns: the mean deviation from it, as TCP keeps its
  * round trip's, RFC 6298) spins up to the average and four deviations, and
  * at least twice the average, within [RSOCK_POLL_US, RSOCK_POLL_MAX_US]:
@@ -70,7 +70,8 @@ extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
  * the spin (a 64 B ping-pong with both ends on one CPU of the guest: p50
  * 1.48 ms, 0.43 ms yielding; kernel TCP 0.22 ms). Shorter spins do not
  * yield: a system call every 16th poll cost the guest's 64 B round trip
- * 3-12 us when both ends have CPUs of their own (doc/design.md, "Wire protocol"). */
+ * 3-12 us when both ends have CPUs of their own (doc/design.md, "Wire
+ * protocol"). */
 #define TP_YIELD_AFTER_NS 50000
 static inline void tp_spin_yield(int64_t spun_ns)
 {
@@ -270,7 +271,8 @@ struct tp {
 	_Atomic int rcvlowat;        /* the socket's SO_RCVLOWAT, as the kernel keeps it (>= 1) */
 	_Atomic int64_t timeo_ns[2]; /* its SO_RCVTIMEO and SO_SNDTIMEO (0: none) */
 
-	/* The hand-over to TCP (doc/design.md, "Descriptors, fork, exec"; handover.h). */
+	/* The hand-over to TCP (doc/design.md, "Descriptors, fork, exec";
+	 * handover.h). */
 	uint16_t peer_version;       /* protocol version of the peer's hello */
 	_Atomic int sw;              /* switched: the kernel socket carries the stream */
 	struct ho_pre *pre;          /* after the switch: bytes from RDMA not yet read */
@@ -312,8 +314,8 @@ void tp_up(struct tp *t);
  * them), for reads, writes and readiness. Also when the stream comes up. */
 void tp_sockopts_changed(struct tp *t);
 
-/* Move the stream to kernel TCP, in order (doc/design.md, "Descriptors, fork, exec"): in the
- * owning process by the SWITCH exchange with the peer, elsewhere by asking
+/* Move the stream to kernel TCP, in order (doc/design.md, "Descriptors,
+ * fork, exec"): in the owning process by the SWITCH exchange with the peer, elsewhere by asking
  * the owner. Afterwards the bytes that came over RDMA and were not read are
  * read first (tp_prefix), then the kernel socket's. Blocks (bounded) for the
  * peer's answer. 0, or -errno when it could not be done (the stream is then
@@ -448,8 +450,9 @@ int tp_shutdown_wr(struct tp *t);
 /* Last descriptor closed. abort: unread data -> RESET instead of FIN. Waits
  * (bounded) for posted writes to complete, then destroys everything: a
  * stream that was up has that done by the reaper (the cm thread: tp_reap),
- * when this process has one (tp_hooks.reaper_ready), so that close() does not wait for the verbs objects'
- * destruction (about a millisecond in the guest). */
+ * when this process has one (tp_hooks.reaper_ready), so that close() does
+ * not wait for the verbs objects' destruction (about a millisecond in the
+ * guest). */
 void tp_close(struct tp *t, int abort);
 
 /* The cm thread: tear down one of the streams tp_close left to it (one at
