@@ -1,6 +1,7 @@
 /* post.c - posting work requests (RDMA WRITE WITH IMMEDIATE, receives,
- * fences) and taking their completions: progress() applies what the peer's
- * messages say and releases the send ring (doc/design.md, "Wire protocol"). */
+ * fences) and taking their completions: tp_progress() applies what the
+ * peer's messages say and releases the send ring (doc/design.md, "Wire
+ * protocol"). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
