@@ -108,7 +108,7 @@ static nfds_t ext_build(const struct pollfd *fds, nfds_t n, struct conn **cs,
 		ext[m++].revents = 0;
 	}
 	if (wake) { /* other threads' progress on our streams writes it */
-		ext[m].fd = tp_thread_bell();
+		ext[m].fd = tp_thread_wakefd();
 		ext[m].events = POLLIN;
 		ext[m++].revents = 0;
 	}

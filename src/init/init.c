@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include "negotiate/cm.h"
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/ownfd.h"
 #include "core/conn.h"
 #include "event/epoll.h"
+#include "event/event.h"
 #include "core/fdtab.h"
 #include "core/exec.h"
 #include "path/handover.h"
@@ -48,7 +50,7 @@ struct fork_hook {
 
 static void tp_fork_child(void)
 {
-	tp_bell_fork_child(); /* closes one of our descriptors: fdtab's lock */
+	tp_wake_fork_child(); /* closes one of our descriptors: fdtab's lock */
 	tp_reap_fork_child(); /* the same */
 	tp_fork_unlock();
 }
@@ -127,6 +129,11 @@ static void init_run(void)
 	if (rc)
 		log_error("some libc entry points could not be resolved; those calls fail with ENOSYS");
 	fdtab_init();
+	/* The RDMA path's calls upward: epoll's wake-up and the cm thread's
+	 * teardown of closed streams. No stream exists yet. */
+	tp_hooks_set(&(const struct tp_hooks){.kick = event_kick,
+					      .reaper_ready = cm_reap_ready,
+					      .reaper_wake = cm_reap_ring});
 	/* The library's thread: streams closed by the application (tp_close)
 	 * are torn down there, one per turn, after its watched descriptors;
 	 * the hand-over registry starts it through negotiation, which adds the
@@ -194,7 +201,7 @@ __attribute__((destructor)) static void rsock_destructor(void)
 		return;
 	/* What was posted on streams never closed reaches the peer (bounded
 	 * for all together, as close() is for one). */
-	struct exit_drain d = {(pid_t)syscall(SYS_getpid), tp_now_ns() + 2000 * 1000000LL};
+	struct exit_drain d = {(pid_t)syscall(SYS_getpid), clock_now_ns() + 2000 * 1000000LL};
 	fdtab_each(exit_drain_one, &d);
 	if (rsock_config.stats_at_exit)
 		stats_print(fdtab_count());

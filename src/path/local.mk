@@ -7,5 +7,18 @@ librsock_core_la_SOURCES += \
 	src/path/registry.h \
 	src/path/vfork.c \
 	src/path/vfork.h \
-	src/path/rdma/transport.c \
-	src/path/rdma/transport.h
+	src/path/rdma/cache.c \
+	src/path/rdma/close.c \
+	src/path/rdma/flow.c \
+	src/path/rdma/flow.h \
+	src/path/rdma/internal.h \
+	src/path/rdma/post.c \
+	src/path/rdma/ready.c \
+	src/path/rdma/recv.c \
+	src/path/rdma/send.c \
+	src/path/rdma/setup.c \
+	src/path/rdma/switch.c \
+	src/path/rdma/switched.c \
+	src/path/rdma/transport.h \
+	src/path/rdma/wait.c \
+	src/path/rdma/zcopy.c

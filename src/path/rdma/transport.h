@@ -23,20 +23,10 @@
 #include "base/proto.h"
 #include "base/ring.h"
 
-/* Receives posted: the peer's data messages (at most TP_MAX_DATA_MSGS
- * unacknowledged), its credits (at worst one per data message of ours it
- * read: TP_MAX_DATA_MSGS), FIN and RESET, and the receives consumed but not
- * yet posted again (fewer than TP_RQ_BATCH). */
-#define TP_RQ_DEPTH 144
 #define TP_SQ_DEPTH 128
-#define TP_SIGNAL_EVERY 32
 /* Part of the wire protocol: a receiver takes one more as an error (see
- * doc/design.md section 9). */
+ * doc/design.md, "Wire protocol"). */
 #define TP_MAX_DATA_MSGS 63
-/* Receives are posted again in chains of this many (doc/design.md section 9). */
-#define TP_RQ_BATCH 16
-_Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "receive queue headroom");
-#define TP_MAX_CHUNK (32u * 1024) /* the largest copied data message (doc/design.md section 9) */
 /* The largest inline data message (the QP asks for this much, and the
  * send path gathers one in a stack buffer of this size). */
 #define TP_INLINE_MAX 256u
@@ -48,21 +38,18 @@ static inline uint32_t tp_inline_limit(uint32_t reported)
 {
 	return reported < TP_INLINE_MAX ? reported : TP_INLINE_MAX;
 }
-/* The largest data message written from a registered application buffer
- * (a span without the copy), at most half the peer's ring (section 9). */
-#define TP_MAX_ZC_CHUNK (128u * 1024)
-
 
 /* Set once the kernel refused a verbs command of this process with EACCES:
  * the process changed its credentials (setuid, setgid, setgroups...) after
  * it opened the RDMA device, and the kernel accepts write()-based commands
  * (soft-RoCE's post_send and req_notify_cq, every rdma_cm command) only
  * from the credentials the file was opened with. Its RDMA streams move to
- * TCP; new streams stay on TCP (cm.c). doc/design.md section 6. */
+ * TCP; new streams stay on TCP (cm.c). See doc/design.md, "Descriptors, fork,
+ * exec". */
 extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
 
-/* Adaptive busy-poll (doc/design.md section 9). A waiter that usually gets
- * its event soon (avg_ns: the recent time from starting to wait to the
+/* Adaptive busy-poll (doc/design.md, "Wire protocol"). A waiter that
+ * usually gets its event soon (avg_ns: the recent time from starting to wait to the
  * event, an EWMA; dev_ns: the mean deviation from it, as TCP keeps its
  * round trip's, RFC 6298) spins up to the average and four deviations, and
  * at least twice the average, within [RSOCK_POLL_US, RSOCK_POLL_MAX_US]:
@@ -83,7 +70,8 @@ extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
  * the spin (a 64 B ping-pong with both ends on one CPU of the guest: p50
  * 1.48 ms, 0.43 ms yielding; kernel TCP 0.22 ms). Shorter spins do not
  * yield: a system call every 16th poll cost the guest's 64 B round trip
- * 3-12 us when both ends have CPUs of their own (design.md section 9). */
+ * 3-12 us when both ends have CPUs of their own (doc/design.md, "Wire
+ * protocol"). */
 #define TP_YIELD_AFTER_NS 50000
 static inline void tp_spin_yield(int64_t spun_ns)
 {
@@ -174,7 +162,7 @@ static inline void tp_wait_note(struct tp_adapt *a, int64_t waited_ns, enum tp_w
  * every few of them cost more than it saved. A wait that read nothing since
  * the last one (it was woken by one of its own credits' completions) counts
  * neither way, and the count goes up to TP_SINK_MAX, so an odd short
- * message does not make a sink spin again (doc/design.md section 9). */
+ * message does not make a sink spin again (doc/design.md, "Wire protocol"). */
 #define TP_SINK_WAITS 4
 #define TP_SINK_MAX 8
 #define TP_SINK_BYTES (16u * 1024)
@@ -200,7 +188,7 @@ struct ho_rec;
  * (tp_wait_fd). */
 struct tp_waiter {
 	struct tp_waiter *next;
-	int fd;                      /* the sleeping thread's bell, -1: none */
+	int fd;                      /* the sleeping thread's wake-up eventfd, -1: none */
 	int rung;
 	int on;                      /* counted in the stream's sleepers */
 };
@@ -267,7 +255,7 @@ struct tp {
 	_Atomic int armed;           /* a completion event is requested or pending */
 	_Atomic int sleepers;        /* threads asleep on the channel in poll() or a
 	                                blocking call (tp_wait_fd, wait_event) */
-	struct tp_waiter *waitq;     /* those of them with a bell, under lock */
+	struct tp_waiter *waitq;     /* those of them with a wake-up eventfd, under lock */
 	_Atomic uint64_t evseq;      /* counts completions and control events */
 	_Atomic int watchers;        /* epoll registrations of this stream */
 	_Atomic int hooked_shared;   /* registered in an epoll instance another
@@ -283,13 +271,26 @@ struct tp {
 	_Atomic int rcvlowat;        /* the socket's SO_RCVLOWAT, as the kernel keeps it (>= 1) */
 	_Atomic int64_t timeo_ns[2]; /* its SO_RCVTIMEO and SO_SNDTIMEO (0: none) */
 
-	/* The hand-over to TCP (doc/design.md section 6; handover.h). */
+	/* The hand-over to TCP (doc/design.md, "Descriptors, fork, exec";
+	 * handover.h). */
 	uint16_t peer_version;       /* protocol version of the peer's hello */
 	_Atomic int sw;              /* switched: the kernel socket carries the stream */
 	struct ho_pre *pre;          /* after the switch: bytes from RDMA not yet read */
 	struct ho_rec *rec;          /* the record other processes ask through */
 	unsigned fork_gen;           /* ho_forks when the stream came up */
 };
+
+/* What the RDMA path calls in the layers above it, set by init.c before any
+ * stream exists (tp_hooks_set). A member left NULL (unit tests) does
+ * nothing: no epoll instance is woken, and with no reaper tp_close tears a
+ * stream down itself. */
+struct tp_hooks {
+	void (*kick)(void);         /* wake every epoll instance to look again */
+	int (*reaper_ready)(void);  /* 1: this process has a thread for tp_reap */
+	void (*reaper_wake)(void);  /* closed streams wait for tp_reap */
+};
+/* Install the hooks (copied). Called once, before any stream exists. */
+void tp_hooks_set(const struct tp_hooks *h);
 
 /* Allocate the stream and its rings (receive ring of rx_size bytes, the
  * peer's target; send staging ring of tx_size), registered in a protection
@@ -313,8 +314,8 @@ void tp_up(struct tp *t);
  * them), for reads, writes and readiness. Also when the stream comes up. */
 void tp_sockopts_changed(struct tp *t);
 
-/* Move the stream to kernel TCP, in order (doc/design.md section 6): in the
- * owning process by the SWITCH exchange with the peer, elsewhere by asking
+/* Move the stream to kernel TCP, in order (doc/design.md, "Descriptors,
+ * fork, exec"): in the owning process by the SWITCH exchange with the peer, elsewhere by asking
  * the owner. Afterwards the bytes that came over RDMA and were not read are
  * read first (tp_prefix), then the kernel socket's. Blocks (bounded) for the
  * peer's answer. 0, or -errno when it could not be done (the stream is then
@@ -386,22 +387,24 @@ short tp_poll_events(struct tp *t);
 /* The descriptor to sleep on for this stream's progress (the completion
  * channel), after arming notification. Returns -1 when nothing needs arming
  * (already ready). A descriptor returned makes the caller a sleeper until
- * tp_wait_end(t, w), and the caller must also sleep on tp_thread_bell().
+ * tp_wait_end(t, w), and the caller must also sleep on tp_thread_wakefd().
  * Several threads may sleep on one stream (ruby: one thread writing and
  * one reading a socket, each in poll(); it hung): one of them can take the
  * channel's event and the completion it announced while another is
  * between its look and its sleep. So a thread that consumes an event
  * while others sleep re-arms the CQ for them (tp_consume), and progress
- * made by any thread rings the other sleepers' bells. */
+ * made by any thread wakes the other sleepers (their wake-up eventfds). */
 int tp_wait_fd(struct tp *t, struct tp_waiter *w);
 /* Ends the wait tp_wait_fd began on w; nothing when it began none. */
 void tp_wait_end(struct tp *t, struct tp_waiter *w);
-/* This thread's bell (an eventfd, closed when the thread ends), or -1. */
-int tp_thread_bell(void);
-/* In a forked child: the forking thread's bell is the parent's file. */
-void tp_bell_fork_child(void);
+/* This thread's wake-up eventfd (closed when the thread ends), or -1 when
+ * it has none. */
+int tp_thread_wakefd(void);
+/* In a forked child: the forking thread's wake-up eventfd is the parent's
+ * file; close our copy. */
+void tp_wake_fork_child(void);
 /* Consume a completion-channel event after the wait fd fired; when epoll
- * instances watch the stream they are kicked (event_kick) so that none
+ * instances watch the stream they are kicked (tp_hooks.kick) so that none
  * sleeps on the event consumed here. */
 void tp_wait_done(struct tp *t);
 
@@ -446,9 +449,10 @@ int tp_shutdown_wr(struct tp *t);
 
 /* Last descriptor closed. abort: unread data -> RESET instead of FIN. Waits
  * (bounded) for posted writes to complete, then destroys everything: a
- * stream that was up has that done by the cm thread (tp_reap), when this
- * process has one, so that close() does not wait for the verbs objects'
- * destruction (about a millisecond in the guest). */
+ * stream that was up has that done by the reaper (the cm thread: tp_reap),
+ * when this process has one (tp_hooks.reaper_ready), so that close() does
+ * not wait for the verbs objects' destruction (about a millisecond in the
+ * guest). */
 void tp_close(struct tp *t, int abort);
 
 /* The cm thread: tear down one of the streams tp_close left to it (one at
@@ -461,10 +465,9 @@ int tp_reap(void);
 void tp_reap_fork_child(void);
 
 /* At exit: let what this process posted on t complete (bounded by
- * until_ns, CLOCK_MONOTONIC: tp_now_ns()); t stays open. self: the
+ * until_ns, CLOCK_MONOTONIC: clock_now_ns()); t stays open. self: the
  * process's id from the kernel. */
 void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns);
-int64_t tp_now_ns(void);
 
 /* For init.c's pthread_atfork handlers: the ring cache's lock is held
  * across fork(). */

@@ -1,0 +1,121 @@
+/* flow.h - the RDMA path's flow accounting, pure logic on a struct tp's
+ * fields with no verbs call: the data messages a credit releases (the
+ * sender's message allowance, and the receiver's record of what it owes),
+ * when a reader credits, and the unread bytes of the ring and the spill
+ * (doc/design.md, "Wire protocol"). test/unit/test_flow.c drives it on the
+ * host. The caller holds t->lock. */
+#ifndef RSOCK_PATH_RDMA_FLOW_H
+#define RSOCK_PATH_RDMA_FLOW_H
+
+#include <errno.h>
+#include <stdint.h>
+
+#include "base/compiler.h"
+#include "base/ring.h"
+#include "path/rdma/transport.h"
+
+#define TP_SPILL_MAX (8u << 20) /* the most a stream keeps read beyond its ring */
+
+/* ---- the sender: its data messages not yet credited ---------------------- */
+
+/* A data message ending at the peer's tail is posted: its end is recorded
+ * until the peer's credit covers it (the message allowance). The caller
+ * has checked that fewer than TP_MAX_DATA_MSGS are outstanding. */
+static inline void tp_data_msg_posted(struct tp *t)
+{
+	t->msg_end[(t->msg_head + t->msg_count) % RSOCK_ARRAY_SIZE(t->msg_end)] = t->peer.tail;
+	t->msg_count++;
+}
+
+/* The peer's credit of v consumed bytes: the messages it fully covers are
+ * released. 0, or -EPROTO when it credits bytes never sent (nothing
+ * changes then). */
+static inline int tp_credit_take(struct tp *t, uint32_t v)
+{
+	if (ring_remote_ack(&t->peer, v))
+		return -EPROTO;
+	while (t->msg_count && t->msg_end[t->msg_head] <= t->peer.acked) {
+		t->msg_head = (t->msg_head + 1) % RSOCK_ARRAY_SIZE(t->msg_end);
+		t->msg_count--;
+	}
+	return 0;
+}
+
+/* ---- the receiver: the peer's data messages it has not credited ---------- */
+
+/* A data message of v bytes landed in the receive ring: its end is kept
+ * until a credit covers it. 0, or -EPROTO when the peer exceeds its message
+ * allowance or writes beyond its credit (nothing changes then). */
+static inline int tp_rx_msg_arrived(struct tp *t, uint32_t v)
+{
+	/* More data messages outstanding than the sender may have is a
+	 * protocol violation, like a write beyond the credit. */
+	if (t->rx_msg_count >= TP_MAX_DATA_MSGS || ring_produce(&t->rx, v))
+		return -EPROTO;
+	t->rx_msg_end[(t->rx_msg_head + t->rx_msg_count++) % RSOCK_ARRAY_SIZE(t->rx_msg_end)] =
+		t->rx.tail;
+	return 0;
+}
+
+/* Count the received data messages now fully read. */
+static inline void tp_rx_msgs_read(struct tp *t)
+{
+	const unsigned cap = RSOCK_ARRAY_SIZE(t->rx_msg_end);
+
+	while (t->rx_msg_read < t->rx_msg_count &&
+	       t->rx_msg_end[(t->rx_msg_head + t->rx_msg_read) % cap] <= t->rx.head)
+		t->rx_msg_read++;
+}
+
+/* After a read: whether to credit now, once a quarter of the ring or half
+ * the sender's message allowance has been read (doc/design.md, "Wire
+ * protocol"). Counts the messages fully read first. */
+static inline int tp_credit_due(struct tp *t)
+{
+	tp_rx_msgs_read(t);
+	return t->rx_unacked >= t->rx.size / 4 || t->rx_msg_read >= TP_MAX_DATA_MSGS / 2;
+}
+
+/* A credit for everything read (rx_unacked bytes, up to rx.head) is
+ * posted: the messages fully read (tp_rx_msgs_read) are no longer owed.
+ * The credit frees at the sender exactly those, never the ones merely
+ * received. */
+static inline void tp_credit_sent(struct tp *t)
+{
+	t->rx_unacked = 0;
+	t->rx_msg_head = (t->rx_msg_head + t->rx_msg_read) % RSOCK_ARRAY_SIZE(t->rx_msg_end);
+	t->rx_msg_count -= t->rx_msg_read;
+	t->rx_msg_read = 0;
+}
+
+/* ---- unread bytes: the spill's, then the ring's -------------------------- */
+
+/* Unread bytes: the spill's, then the ring's. */
+static inline uint64_t tp_unread(const struct tp *t)
+{
+	return ring_used(&t->spill) + ring_used(&t->rx);
+}
+
+/* Room left in the spill (it is mapped at its first use). */
+static inline uint64_t tp_spill_room(const struct tp *t)
+{
+	return t->spill.buf ? ring_free(&t->spill) : TP_SPILL_MAX;
+}
+
+/* Consume n unread bytes, the spill's first; the ring's are owed to the peer. */
+static inline void tp_unread_consume(struct tp *t, size_t n)
+{
+	size_t s = (size_t)ring_used(&t->spill);
+
+	if (s) {
+		s = n < s ? n : s;
+		ring_consume(&t->spill, s);
+		n -= s;
+	}
+	if (n) {
+		ring_consume(&t->rx, n);
+		t->rx_unacked += n;
+	}
+}
+
+#endif

@@ -1,0 +1,215 @@
+/* internal.h - what the files of the RDMA path (src/path/rdma/) share and
+ * nothing else includes: limits, the hooks as called, and the functions one
+ * file of the module uses from another. transport.h is the interface other
+ * layers see. Every function here works on a struct tp whose lock the caller
+ * holds unless its comment says otherwise, and returns 0, a count, or
+ * -errno. */
+#ifndef RSOCK_PATH_RDMA_INTERNAL_H
+#define RSOCK_PATH_RDMA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "base/clock.h"
+#include "path/rdma/flow.h"
+#include "path/rdma/transport.h"
+
+/* Receives posted: the peer's data messages (at most TP_MAX_DATA_MSGS
+ * unacknowledged), its credits (at worst one per data message of ours it
+ * read: TP_MAX_DATA_MSGS), FIN and RESET, and the receives consumed but not
+ * yet posted again (fewer than TP_RQ_BATCH). */
+#define TP_RQ_DEPTH 144
+#define TP_SIGNAL_EVERY 32
+/* Receives are posted again in chains of this many (doc/design.md, "Wire
+ * protocol"). */
+#define TP_RQ_BATCH 16
+_Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "receive queue headroom");
+#define TP_MAX_CHUNK (32u * 1024) /* the largest copied data message ("Wire protocol") */
+/* The largest data message written from a registered application buffer
+ * (a span without the copy), at most half the peer's ring ("Wire protocol"). */
+#define TP_MAX_ZC_CHUNK (128u * 1024)
+
+#define TP_CTL_RESERVE 2 /* send-queue slots kept for credits and FIN */
+#define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
+#define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
+#define TP_LINGER_MS 2000  /* the most close() waits for what it posted */
+#define TP_SPILL_AFTER_MS 20    /* a blocked send's wait before it spills */
+
+/* ---- the hooks (tp_hooks_set; setup.c), as the module calls them -------- */
+
+extern struct tp_hooks tp_hook RSOCK_HIDDEN;
+
+/* Wake every epoll instance, so that none sleeps on an event consumed here. */
+static inline void tp_kick(void)
+{
+	if (tp_hook.kick)
+		tp_hook.kick();
+}
+
+/* Whether this process has a thread that tears closed streams down. */
+static inline int tp_reaper_ready(void)
+{
+	return tp_hook.reaper_ready ? tp_hook.reaper_ready() : 0;
+}
+
+/* Tell that thread that closed streams wait (tp_reap). */
+static inline void tp_reaper_wake(void)
+{
+	if (tp_hook.reaper_wake)
+		tp_hook.reaper_wake();
+}
+
+/* ---- iovecs --------------------------------------------------------------- */
+
+static inline size_t tp_iov_total(const struct iovec *iov, int iovcnt)
+{
+	size_t s = 0;
+
+	for (int i = 0; i < iovcnt; i++)
+		s += iov[i].iov_len;
+	return s;
+}
+
+/* iov from byte skip on, into tmp (at most 64 pieces). Returns the count. */
+static inline int tp_iov_from(const struct iovec *iov, int iovcnt, size_t skip,
+			      struct iovec tmp[64])
+{
+	int n = 0;
+
+	for (int i = 0; i < iovcnt && n < 64; i++) {
+		if (skip >= iov[i].iov_len) {
+			skip -= iov[i].iov_len;
+			continue;
+		}
+		tmp[n].iov_base = (uint8_t *)iov[i].iov_base + skip;
+		tmp[n++].iov_len = iov[i].iov_len - skip;
+		skip = 0;
+	}
+	return n;
+}
+
+/* Whether the stream's end (or an error) has come: nothing more to wait for. */
+static inline int tp_rx_ended(const struct tp *t)
+{
+	return t->eof || t->peer_gone || t->err || t->rd_shut;
+}
+
+/* ---- setup.c, cache.c: the stream's verbs objects and memory ------------- */
+
+/* Unmap the stream's rings and its spill. */
+void tp_mem_free(struct tp *t);
+/* Destroy the stream's QP, if it has one. */
+void tp_qp_destroy(struct tp *t);
+/* Take a cached ring set for ctx and these sizes into t: 1 if one was
+ * found, else 0. Takes the cache's lock. */
+int tp_set_take(struct tp *t, struct ibv_context *ctx, uint32_t rx_size, size_t mem_len);
+/* Keep t's PD, memory and MRs in the cache (its QP is destroyed), with its
+ * CQ and completion channel when they can serve again: 1 if kept, else 0.
+ * Takes the cache's lock. */
+int tp_set_keep(struct tp *t);
+/* Destroy t's CQ and completion channel, if it has them. */
+void tp_cq_free(struct tp *t);
+/* The ring cache's lock (tp_fork_lock takes it before the reap list's). */
+extern pthread_mutex_t tp_set_lock RSOCK_HIDDEN;
+
+/* ---- post.c: work requests and their completions -------------------------- */
+
+#define PW_INLINE 1 /* tp_post_write: the data goes in the WR */
+#define PW_SIGNAL 2 /* tp_post_write: signalled whatever the count */
+/* Post n (at most TP_RQ_BATCH) receives as one chain. 0 or -errno. */
+int tp_post_recv_chain(struct tp *t, unsigned n);
+/* Post one RDMA WRITE WITH IMMEDIATE (sge NULL: zero bytes); pw: PW_*.
+ * 0 or -errno. */
+int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32_t imm, int pw);
+/* Post a signalled zero-byte RDMA WRITE, whose completion says every
+ * earlier work request is complete. 0 or -errno. */
+int tp_post_fence(struct tp *t);
+/* The RDMA path failed under the stream: it is broken with err (-errno),
+ * the peer told when reset (see post.c). */
+void tp_fail(struct tp *t, int err, const char *why, int reset);
+/* Process every completion available; returns how many there were. */
+int tp_progress(struct tp *t);
+
+/* ---- wait.c: sleeping, waking, deadlines ---------------------------------- */
+
+/* Wake the other threads asleep on t: something changed. */
+void tp_waitq_wake(struct tp *t);
+/* The deadline (CLOCK_MONOTONIC ns) of a blocking call under the socket's
+ * SO_RCVTIMEO or SO_SNDTIMEO (opt); 0: none. */
+int64_t tp_timeo_deadline(struct tp *t, int opt);
+/* Whether a blocking call with this deadline (0: none) has run out of time. */
+int tp_timed_out(int64_t deadline);
+/* After a sleep a signal handler interrupted: 1 when the call fails with
+ * EINTR, 0 when it waits on. */
+int tp_intr_fails(int64_t deadline);
+/* Sleep until a completion or a control-connection event, by deadline (ns,
+ * 0: none); the lock is released meanwhile and held again on return.
+ * -EINTR, 1 when it took completions itself, else 0. */
+int tp_wait_event(struct tp *t, int64_t deadline, int sink);
+/* Request a completion event unless one is already requested. 0 or -errno. */
+int tp_arm(struct tp *t);
+
+/* ---- flow.c: credits, the spill, the room for a send --------------------- */
+
+/* Return consumed bytes to the peer (a credit), when any and the send
+ * queue has room. */
+void tp_send_credit(struct tp *t);
+/* After a read: credit when tp_credit_due says so. */
+void tp_maybe_credit(struct tp *t);
+/* Move the ring's unread bytes to the spill and credit them; returns the
+ * bytes moved. */
+uint64_t tp_spill(struct tp *t);
+/* Under SO_RCVLOWAT: the ring's unread bytes go to the spill. */
+void tp_lowat_wait_prep(struct tp *t);
+/* Bytes that may be sent now as one message (zc: from a registered span). */
+uint32_t tp_send_room(struct tp *t, size_t want, int zc);
+
+/* ---- switch.c, switched.c: the hand-over to TCP --------------------------- */
+
+/* Look at the control connection: the peer gone, or its SWITCH. */
+void tp_check_control(struct tp *t);
+/* Until everything posted on t has completed, by deadline (ms). 0,
+ * -ETIMEDOUT, or -errno. */
+int tp_await_posted(struct tp *t, int64_t deadline);
+/* The switch in the owning process (have_total: the peer's SWITCH said
+ * peer_total), bounded by TP_SWITCH_MS. 0 or -errno. */
+int tp_switch_locked(struct tp *t, int have_total, uint64_t peer_total);
+/* The verbs device refused this process with EACCES: 1 when the stream is
+ * switched now, 0 when it cannot be. */
+int tp_creds_lost(struct tp *t);
+/* A child forked since t came up may hold the socket: switch for it (by
+ * deadline, ms); 1 when so, with the prefix's descriptor in *pfd. */
+int tp_switch_for_children(struct tp *t, int forked, int64_t deadline, int *pfd);
+/* A process other than the owner uses the stream: 0 once switched, -EIO.
+ * Lock not held. */
+int tp_sw_enter(struct tp *t);
+/* On a switched stream: receive into iov from byte skip (bytes or -errno),
+ * send the rest of iov (bytes sent), readiness. Lock not held. */
+ssize_t tp_sw_recv(struct tp *t, const struct iovec *iov, int iovcnt, size_t skip, int flags);
+size_t tp_sw_send_rest(struct tp *t, const struct iovec *iov, int iovcnt, size_t skip, int flags);
+short tp_sw_ready(struct tp *t, uint64_t *seq);
+
+/* ---- zcopy.c: sends without the copy -------------------------------------- */
+
+/* A span of the application's buffer registered for one blocking send:
+ * bytes [off, end) of the call's iov, at base. */
+struct zc_span {
+	struct ibv_mr *mr;
+	const uint8_t *base;
+	size_t off, end;
+	uint64_t seq; /* sq_seq of its last WR (signalled), 0 until posted */
+};
+/* Register the rest of the iov element at byte done, when long enough. */
+void tp_zc_begin(struct tp *t, struct zc_span *zc, const struct iovec *iov, int iovcnt, size_t done,
+		 size_t want);
+/* Wait for the span's writes, then unregister it. */
+void tp_zc_end(struct tp *t, struct zc_span *zc);
+
+/* ---- close.c -------------------------------------------------------------- */
+
+/* Tear down one stream left to the reaper, here: 1 if there was one.
+ * Lock not held. */
+int tp_reap_one(void);
+
+#endif

@@ -1,0 +1,207 @@
+/* post.c - posting work requests (RDMA WRITE WITH IMMEDIATE, receives,
+ * fences) and taking their completions: tp_progress() applies what the
+ * peer's messages say and releases the send ring (doc/design.md, "Wire
+ * protocol"). */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "base/log.h"
+#include "base/proc.h"
+#include "base/real.h"
+#include "path/rdma/internal.h"
+
+/* Post n (at most TP_RQ_BATCH) receives, zero-length (a WRITE WITH IMMEDIATE
+ * only consumes one), as one chain: one call, one lock of the provider's
+ * queue. */
+int tp_post_recv_chain(struct tp *t, unsigned n)
+{
+	struct ibv_recv_wr wr[TP_RQ_BATCH], *bad;
+
+	if (!n)
+		return 0;
+	for (unsigned i = 0; i < n; i++)
+		wr[i] = (struct ibv_recv_wr){.next = i + 1 < n ? &wr[i + 1] : NULL};
+	return -ibv_post_recv(t->qp, wr, &bad);
+}
+
+/* Post one RDMA WRITE WITH IMMEDIATE. sge may be NULL (zero bytes). */
+#define PW_INLINE 1 /* post_write: the data goes in the WR */
+#define PW_SIGNAL 2 /* post_write: signalled whatever the count */
+
+int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32_t imm,
+		      int pw)
+{
+	struct ibv_send_wr wr, *bad;
+	int inl = pw & PW_INLINE;
+	int signal = ++t->sq_posted >= TP_SIGNAL_EVERY || !sge || (pw & PW_SIGNAL) ||
+		     ring_free(&t->tx) < t->tx.size / 2;
+	int rc;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htonl(imm);
+	wr.sg_list = sge;
+	wr.num_sge = sge ? 1 : 0;
+	wr.wr.rdma.remote_addr = t->peer_addr + remote_off;
+	wr.wr.rdma.rkey = t->peer_rkey;
+	if (signal)
+		wr.send_flags |= IBV_SEND_SIGNALED;
+	if (inl)
+		wr.send_flags |= IBV_SEND_INLINE;
+	rc = ibv_post_send(t->qp, &wr, &bad);
+	if (rc)
+		return -rc;
+	t->sq_busy++;
+	t->sq_seq++;
+	if (signal) {
+		unsigned slot = (t->sig_head + t->sig_count) % TP_SQ_DEPTH;
+		t->sig[slot].seq = t->sq_seq;
+		t->sig[slot].tx_tail = t->tx.tail;
+		t->sig_count++;
+		t->sq_posted = 0;
+	}
+	return 0;
+}
+
+/* A signalled zero-byte RDMA WRITE (no immediate, no receive consumed at the
+ * peer): its completion says that every earlier work request is complete. */
+int tp_post_fence(struct tp *t)
+{
+	struct ibv_send_wr wr, *bad;
+	unsigned slot;
+	int rc;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.remote_addr = t->peer_addr;
+	wr.wr.rdma.rkey = t->peer_rkey;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	if ((rc = ibv_post_send(t->qp, &wr, &bad)))
+		return -rc;
+	t->sq_busy++;
+	t->sq_seq++;
+	slot = (t->sig_head + t->sig_count) % TP_SQ_DEPTH;
+	t->sig[slot].seq = t->sq_seq;
+	t->sig[slot].tx_tail = t->tx.tail;
+	t->sig_count++;
+	t->sq_posted = 0;
+	return 0;
+}
+
+/* The RDMA path failed under the stream (a completion error, a protocol
+ * violation by the peer, the device refusing a post or a poll): the stream
+ * is broken, as a TCP connection is by a reset. The application sees err,
+ * after the bytes that arrived before, as over TCP: -ECONNRESET, or
+ * -ETIMEDOUT when the peer stopped answering (the transport's retries ran
+ * out, where TCP's give up too), or -EPIPE after the peer's FIN. And the
+ * peer is told at once, by a reset of the control connection (connect()
+ * with AF_UNSPEC, which keeps the application's descriptor): a peer left
+ * waiting would otherwise hang, or take the end of the stream for a clean
+ * one when this process closes it (doc/design.md, "Errors"). Not for
+ * reset == 0 (flushed work requests: the QP went to its error state, after
+ * an error seen first or because the peer disconnected, as it does once a
+ * hand-over is done), nor during a hand-over (the control connection is
+ * about to carry the stream). Caller holds t->lock. */
+void tp_fail(struct tp *t, int err, const char *why, int reset)
+{
+	if (t->err)
+		return;
+	t->err = err;
+	atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+	if (reset && err != -EPIPE && t->up && !t->peer_gone && !t->eof && !tp_switched(t) &&
+	    !t->switching && t->owner == rsock_pid()) {
+		struct sockaddr sa = {.sa_family = AF_UNSPEC};
+		log_warn_rl("fd %d: %s: the stream is reset, its peer told (%s for the application)",
+			    t->tcp_fd, why, strerrorname_np(-err));
+		rsock_real.connect(t->tcp_fd, &sa, sizeof(sa));
+	} else {
+		log_debug("fd %d: %s (%s for the application)", t->tcp_fd, why, strerrorname_np(-err));
+	}
+	tp_waitq_wake(t);
+}
+
+static void handle_recv(struct tp *t, uint32_t imm)
+{
+	enum proto_imm_type type;
+	uint32_t v;
+
+	if (proto_imm_decode(imm, &type, &v)) {
+		tp_fail(t, -ECONNRESET, "a message the protocol does not know", 1);
+		return;
+	}
+	switch (type) {
+	case PROTO_IMM_DATA:
+		if (tp_rx_msg_arrived(t, v))
+			tp_fail(t, -ECONNRESET, "the peer wrote beyond its credit", 1);
+		break;
+	case PROTO_IMM_CREDIT:
+		if (tp_credit_take(t, v))
+			tp_fail(t, -ECONNRESET, "the peer credited bytes never sent", 1);
+		break;
+	case PROTO_IMM_FIN:
+		log_debug("fd %d: FIN received", t->tcp_fd);
+		t->eof = 1;
+		break;
+	case PROTO_IMM_RESET:
+		t->err = -ECONNRESET;
+		break;
+	}
+}
+
+/* Process every completion available. Returns how many there were. Caller
+ * holds t->lock. */
+int tp_progress(struct tp *t)
+{
+	struct ibv_wc wc[16];
+	int n, total = 0;
+
+	if (!t->cq)
+		return 0;
+	/* A short batch drained the queue: no second call to learn that (a
+	 * completion arriving meanwhile is the next tp_progress()'s). */
+	for (int more = 1; more && (n = ibv_poll_cq(t->cq, (int)RSOCK_ARRAY_SIZE(wc), wc)) > 0;) {
+		more = n == (int)RSOCK_ARRAY_SIZE(wc);
+		total += n;
+		atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != IBV_WC_SUCCESS) {
+				enum ibv_wc_status st = wc[i].status;
+				tp_fail(t,
+					t->eof || t->peer_gone			? -EPIPE
+					: st == IBV_WC_RETRY_EXC_ERR || st == IBV_WC_RNR_RETRY_EXC_ERR ? -ETIMEDOUT
+												 : -ECONNRESET,
+					ibv_wc_status_str(st), st != IBV_WC_WR_FLUSH_ERR);
+				continue;
+			}
+			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+				handle_recv(t, ntohl(wc[i].imm_data));
+				/* Each message used a receive: posted again in
+				 * chains, TP_RQ_BATCH at a time (the peer never
+				 * has more than TP_MAX_DATA_MSGS data messages
+				 * and a few control ones outstanding). */
+				if (++t->rq_owed >= TP_RQ_BATCH) {
+					if (tp_post_recv_chain(t, t->rq_owed))
+						tp_fail(t, -ECONNRESET, "posting receives failed", 1);
+					t->rq_owed = 0;
+				}
+			} else if (wc[i].opcode == IBV_WC_RDMA_WRITE && t->sig_count) {
+				/* Signalled WRs complete in order, and every WR
+				 * posted before one is complete when it is. */
+				t->sq_busy = (unsigned)(t->sq_seq - t->sig[t->sig_head].seq);
+				t->tx.head = t->sig[t->sig_head].tx_tail;
+				t->sig_head = (t->sig_head + 1) % TP_SQ_DEPTH;
+				t->sig_count--;
+			}
+		}
+	}
+	if (n < 0)
+		tp_fail(t, -ECONNRESET, "polling the completion queue failed", 1);
+	if (total || n < 0)
+		tp_waitq_wake(t);
+	return total;
+}

@@ -1,0 +1,277 @@
+/* switch.c - the hand-over to TCP in the owning process (doc/design.md,
+ * "Descriptors, fork, exec"): the control connection watched, the SWITCH exchange, what a
+ * change of credentials and a forked child's socket ask for. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "base/log.h"
+#include "base/proc.h"
+#include "base/real.h"
+#include "base/stats.h"
+#include "path/handover.h"
+#include "path/rdma/internal.h"
+
+_Atomic int tp_creds_stale;
+
+/* Whether the control connection says the peer is gone, or moves the stream
+ * to TCP (its SWITCH). Caller holds the lock. */
+void tp_check_control(struct tp *t)
+{
+	char b[64];
+	ssize_t r;
+
+	if (tp_switched(t))
+		return; /* the kernel socket carries application data now */
+	r = rsock_real.recv(t->tcp_fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	if (r == 0 && t->rd_shut) {
+		/* Our own shutdown(SHUT_RD) ends the kernel socket's input too:
+		 * this end says nothing about the peer. */
+	} else if (r == 0) {
+		if (!t->peer_gone) {
+			log_debug("fd %d: the control connection was closed by the peer", t->tcp_fd);
+			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+		}
+		t->peer_gone = 1;
+		tp_waitq_wake(t);
+	} else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+		if (!t->err)
+			t->err = -errno;
+		if (!t->peer_gone)
+			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+		t->peer_gone = 1;
+		tp_waitq_wake(t);
+	} else if (r > 0) {
+		struct proto_switch m;
+		int d = proto_switch_decode(b, (size_t)r, &m);
+
+		if (d > 0) {
+			/* Exactly the message: application data follows it. */
+			rsock_real.recv(t->tcp_fd, b, (size_t)d, MSG_DONTWAIT);
+			log_debug("fd %d: the peer moves the stream to TCP", t->tcp_fd);
+			tp_switch_locked(t, 1, m.rdma_bytes);
+			tp_waitq_wake(t);
+			return;
+		}
+		if (d == -EAGAIN)
+			return; /* the rest of a SWITCH is on its way */
+		/* Nothing else is expected on the control connection of an RDMA
+		 * stream; discard stray bytes so they cannot spin us. */
+		log_warn_rl("fd %d: %zd unexpected bytes on the control connection", t->tcp_fd, r);
+		rsock_real.recv(t->tcp_fd, b, (size_t)r, MSG_DONTWAIT);
+	}
+}
+
+/* Until everything posted on t has completed (a signalled fence asked for
+ * when nothing signalled is outstanding), or an error, or deadline
+ * (CLOCK_MONOTONIC ms). 0, -ETIMEDOUT, or post_fence's -errno. Caller holds
+ * the lock. */
+int tp_await_posted(struct tp *t, int64_t deadline)
+{
+	int rc = 0;
+
+	while (t->sq_busy && !t->err && !rc) {
+		if (tp_progress(t))
+			continue;
+		if (!t->sig_count && t->sq_busy < TP_SQ_DEPTH && (rc = tp_post_fence(t)))
+			break;
+		if (clock_now_ms() > deadline)
+			rc = -ETIMEDOUT;
+		else
+			rsock_real.poll(NULL, 0, 1);
+	}
+	return rc;
+}
+
+/* Read the peer's SWITCH from the control connection, exactly its bytes
+ * (application data follows it), absorbing RDMA completions meanwhile.
+ * 0 and *total; -EPIPE or -ECONNRESET when the peer closed its socket
+ * instead; -EPROTO, -ETIMEDOUT. Caller holds the lock. */
+static int read_switch(struct tp *t, uint64_t *total, int64_t deadline)
+{
+	uint8_t b[PROTO_MSG_MAX_LEN];
+	size_t got = 0, need = PROTO_SWITCH_LEN;
+
+	for (;;) {
+		struct proto_switch m;
+		struct pollfd p = {.fd = t->tcp_fd, .events = POLLIN};
+		ssize_t r = rsock_real.recv(t->tcp_fd, b + got, need - got, MSG_DONTWAIT);
+
+		if (r > 0) {
+			int d;
+			got += (size_t)r;
+			d = proto_switch_decode(b, got, &m);
+			if (d > 0) {
+				*total = m.rdma_bytes;
+				return 0;
+			}
+			if (d != -EAGAIN)
+				return -EPROTO;
+			if (got >= 8) /* the length is known: read up to it */
+				need = (size_t)b[6] | (size_t)b[7] << 8;
+			if (need > sizeof(b) || need < got)
+				return -EPROTO;
+			continue;
+		}
+		if (r == 0)
+			return -EPIPE;
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return errno == ECONNRESET ? -ECONNRESET : -EPIPE;
+		tp_progress(t);
+		if (clock_now_ms() > deadline)
+			return -ETIMEDOUT;
+		rsock_real.poll(&p, 1, 2);
+	}
+}
+
+/* The switch itself, in the owning process, lock held. have_total: the peer
+ * spoke first (its SWITCH said peer_total). Afterwards the unread ring bytes
+ * are the prefix and the kernel socket carries the rest, both ways. On
+ * failure the kernel socket is shut down both ways (the application sees
+ * EOF and EPIPE, never bytes out of order) and -errno returned. */
+static int switch_within(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline);
+static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline);
+
+int tp_switch_locked(struct tp *t, int have_total, uint64_t peer_total)
+{
+	return switch_within(t, have_total, peer_total, clock_now_ms() + TP_SWITCH_MS);
+}
+
+/* switch_locked, bounded by deadline (CLOCK_MONOTONIC ms). */
+static int switch_within(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline)
+{
+	int rc;
+
+	t->switching = 1;
+	rc = switch_steps(t, have_total, peer_total, deadline);
+	t->switching = 0;
+	return rc;
+}
+
+static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline)
+{
+	int rc = 0;
+
+	if (tp_switched(t))
+		return 0;
+	tp_progress(t);
+	if (!t->err && !t->peer_gone) {
+		struct proto_switch m = {.version = PROTO_VERSION, .flags = 0};
+		uint8_t b[PROTO_SWITCH_LEN];
+		size_t off = 0;
+
+		/* 1. Everything we posted has landed in the peer's ring. */
+		rc = tp_await_posted(t, deadline);
+		/* The device refuses this process (creds_lost): what it posted
+		 * is in the send queue, and the peer waits for every byte up
+		 * to our total (its step 4). */
+		if (rc == -EACCES)
+			rc = 0;
+		if (t->err && !rc)
+			rc = t->err;
+		/* 2. Say where our RDMA bytes end; TCP carries what follows. */
+		m.rdma_bytes = t->peer.tail;
+		proto_switch_encode(&m, b, sizeof(b));
+		while (!rc && off < sizeof(b)) {
+			ssize_t w = rsock_real.send(t->tcp_fd, b + off, sizeof(b) - off, MSG_NOSIGNAL);
+			if (w > 0)
+				off += (size_t)w;
+			else if (errno != EINTR && errno != EAGAIN)
+				rc = -errno;
+			else
+				rsock_real.poll(NULL, 0, 1);
+		}
+		if (!rc && t->fin_sent)
+			rsock_real.shutdown(t->tcp_fd, SHUT_WR); /* our FIN, now TCP's */
+		/* 3. Hear where the peer's end. */
+		if (!rc && !have_total) {
+			rc = read_switch(t, &peer_total, deadline);
+			if (rc == -EPIPE || rc == -ECONNRESET) {
+				/* The peer's socket is closed: everything it wrote
+				 * completed before (its close waits for that). */
+				t->peer_gone = 1;
+				tp_progress(t);
+				peer_total = t->rx.tail;
+				rc = 0;
+			}
+		}
+		/* 4. Everything the peer posted is in our ring. */
+		while (!rc && t->rx.tail < peer_total && !t->err) {
+			if (tp_progress(t))
+				continue;
+			if (clock_now_ms() > deadline)
+				rc = -ETIMEDOUT;
+			else
+				rsock_real.poll(NULL, 0, 1);
+		}
+		if (!rc && t->rx.tail != peer_total)
+			rc = -EPROTO; /* more arrived than the peer says it sent */
+	}
+	if (!rc && tp_unread(t)) {
+		/* the spill's bytes, then the ring's, each possibly wrapped */
+		struct iovec v[4];
+		ring_unread_iov(&t->spill, v);
+		ring_unread_iov(&t->rx, v + 2);
+		rc = ho_pre_new(v, 4, &t->pre);
+		if (!rc) {
+			ring_consume(&t->spill, (size_t)ring_used(&t->spill));
+			ring_consume(&t->rx, (size_t)ring_used(&t->rx));
+		}
+	}
+	if (rc) {
+		log_warn("fd %d: the stream could not be moved to TCP (%s): it is shut down",
+			 t->tcp_fd, strerror(-rc));
+		rsock_real.shutdown(t->tcp_fd, SHUT_RDWR);
+	} else {
+		log_debug("fd %d: moved to TCP, %zu unread bytes first", t->tcp_fd,
+			  ho_pre_left(t->pre));
+		stats_handover();
+	}
+	atomic_store_explicit(&t->sw, 1, memory_order_release);
+	atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+	tp_waitq_wake(t); /* the owner's other threads asleep on it read TCP now */
+	if (atomic_load_explicit(&t->watchers, memory_order_relaxed))
+		tp_kick();
+	return rc;
+}
+
+/* The kernel refused a verbs command of this process with EACCES: the
+ * process changed its credentials since it opened the device (see
+ * tp_creds_stale). The stream moves to TCP, as for a hand-over; the peer's
+ * RDMA writes still land and are read (polling the completion queue and
+ * posting receives are no commands on soft-RoCE either). Returns 1 when the
+ * stream is switched now, 0 when it cannot be (the caller fails it). Caller
+ * holds the lock. */
+int tp_creds_lost(struct tp *t)
+{
+	atomic_store_explicit(&tp_creds_stale, 1, memory_order_relaxed);
+	if (tp_switched(t))
+		return 1;
+	if (!t->up || t->peer_version < PROTO_VERSION_SWITCH)
+		return 0;
+	log_debug("fd %d: the RDMA device refuses this process since it changed its credentials "
+		  "(setuid, setgid...): the stream moves to TCP", t->tcp_fd);
+	tp_switch_locked(t, 0, 0);
+	return 1;
+}
+
+/* forked: a child forked since t came up may hold the socket. Then the
+ * stream moves to TCP for it (by deadline, CLOCK_MONOTONIC ms), and what
+ * was not read stays for it in the prefix, left open (*pfd; -1 if none).
+ * Returns 1 when so: the caller publishes it (ho_publish) once it has
+ * released the lock (the hand-over lock comes before the stream's).
+ * Caller holds t->lock. */
+int tp_switch_for_children(struct tp *t, int forked, int64_t deadline, int *pfd)
+{
+	*pfd = -1;
+	if (!forked || !t->up || tp_switched(t) || t->err || t->peer_gone ||
+	    t->peer_version < PROTO_VERSION_SWITCH || switch_within(t, 0, 0, deadline))
+		return 0;
+	if ((*pfd = tp_prefix_fd(t)) >= 0)
+		t->pre = NULL; /* an orphan now, left open: doc/design.md, "Descriptors, fork, exec" */
+	return 1;
+}
