@@ -50,7 +50,7 @@ int event_any_rdma_fdset(int nfds, const fd_set *r, const fd_set *w, const fd_se
 #define EV_SMALL 16
 
 /* The streams' waits begun by tp_wait_fd are over (again: nothing). */
-static void sleep_end(struct conn **cs, struct tp_waiter *slept, nfds_t n)
+static void sleep_end(struct conn **cs, struct path_waiter *slept, nfds_t n)
 {
 	for (nfds_t i = 0; i < n; i++)
 		if (cs[i])
@@ -84,7 +84,7 @@ static void streams_collect(const struct pollfd *fds, nfds_t n, struct conn **cs
  * stream armed one. Returns its size. Arms first: a completion after the
  * look that follows wakes the sleep. */
 static nfds_t ext_build(const struct pollfd *fds, nfds_t n, struct conn **cs,
-			struct pollfd *ext, struct tp_waiter *slept)
+			struct pollfd *ext, struct path_waiter *slept)
 {
 	nfds_t m = n;
 	int wake = 0; /* the thread's wake descriptor is polled too */
@@ -137,11 +137,11 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	/* A few descriptors (the usual case) need no allocation. */
 	struct conn *cs_small[EV_SMALL];
 	struct pollfd ext_small[3 * EV_SMALL];
-	struct tp_waiter wq_small[EV_SMALL];
+	struct path_waiter wq_small[EV_SMALL];
 	struct conn **cs = n <= EV_SMALL ? cs_small : calloc(n, sizeof(*cs));
 	struct pollfd *ext = n <= EV_SMALL ? ext_small : calloc(3 * n, sizeof(*ext));
 	/* stream i's wait (tp_wait_fd, tp_wait_end) */
-	struct tp_waiter *slept = n <= EV_SMALL ? wq_small : calloc(n, sizeof(*slept));
+	struct path_waiter *slept = n <= EV_SMALL ? wq_small : calloc(n, sizeof(*slept));
 	int64_t deadline = -1; /* the clock is read when a wait begins */
 	int64_t tmo_ns = event_tmo_ns(tmo);
 	int count = 0, rc = 0;

@@ -1,8 +1,10 @@
 ## src/path: the paths a stream travels on (path/rdma: the RDMA path) and the hand-over to TCP.
 librsock_core_la_SOURCES += \
+	src/path/adapt.h \
 	src/path/handover.h \
 	src/path/prefix.c \
 	src/path/prefix.h \
+	src/path/path.h \
 	src/path/registry.c \
 	src/path/registry.h \
 	src/path/vfork.c \

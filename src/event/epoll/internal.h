@@ -51,7 +51,7 @@ struct ep_item {
 struct ep {
 	pthread_mutex_t lock;
 	pid_t owner;             /* the process that made the shadow */
-	struct tp_adapt wait;   /* recent waits that had to wait (adaptive spin) */
+	struct path_adapt wait;   /* recent waits that had to wait (adaptive spin) */
 	int kfd;                 /* our duplicate of the epoll descriptor, or -1 */
 	int readyfd;             /* eventfd: readable while the ready list is not empty */
 	int readyfd_set;         /* readyfd holds a count (is readable) */

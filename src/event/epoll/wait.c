@@ -101,20 +101,20 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen, i
  * Lock not held. */
 #define EP_SPIN_MAX_STREAMS 16
 /* Whether a spin started at start goes on until end; one that has lasted
- * TP_YIELD_AFTER_NS yields the CPU first (transport.h). */
+ * PATH_YIELD_AFTER_NS yields the CPU first (transport.h). */
 static int spin_go_on(int64_t start, int64_t end)
 {
 	int64_t now = clock_now_ns();
 
 	if (now >= end)
 		return 0;
-	tp_spin_yield(now - start);
+	path_spin_yield(now - start);
 	return 1;
 }
 
 static int spin(struct ep *ep, int64_t start)
 {
-	int64_t end, budget = tp_spin_budget_ns(&ep->wait);
+	int64_t end, budget = path_spin_budget_ns(&ep->wait);
 	int found = 0;
 	unsigned rounds = 0;
 
@@ -287,7 +287,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 	struct ep *ep = epc->instance;
 	int64_t tmo_ns = event_tmo_ns(tmo);
 	int64_t deadline = 0, wstart = 0;
-	int slept = 0; /* a kernel wait that could sleep happened (tp_wait_note) */
+	int slept = 0; /* a kernel wait that could sleep happened (path_wait_note) */
 	uint64_t gen;
 	int r;
 
@@ -312,8 +312,8 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			ep_readyfd_update(ep);
 			pthread_mutex_unlock(&ep->lock);
 			if (wstart)
-				tp_wait_note(&ep->wait, clock_now_ns() - wstart,
-					     slept ? TP_WAIT_SLEPT : TP_WAIT_SPUN);
+				path_wait_note(&ep->wait, clock_now_ns() - wstart,
+					     slept ? PATH_WAIT_SLEPT : PATH_WAIT_SPUN);
 			return n;
 		}
 		pthread_mutex_unlock(&ep->lock);
@@ -363,8 +363,8 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		ep_readyfd_update(ep);
 		pthread_mutex_unlock(&ep->lock);
 		if (wstart && (m || (!internal && k == 0)))
-			tp_wait_note(&ep->wait, clock_now_ns() - wstart,
-				     !slept ? TP_WAIT_SPUN : m ? TP_WAIT_SLEPT : TP_WAIT_TIMEOUT);
+			path_wait_note(&ep->wait, clock_now_ns() - wstart,
+				     !slept ? PATH_WAIT_SPUN : m ? PATH_WAIT_SLEPT : PATH_WAIT_TIMEOUT);
 		if (m)
 			return m;
 		if (!internal && k == 0)

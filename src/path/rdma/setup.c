@@ -49,7 +49,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	/* A new stream's first waits are for the answer to its first request
 	 * (or for that request): its first wait spins up to RSOCK_POLL_MAX_US
 	 * (doc/design.md, "Wire protocol"). */
-	tp_adapt_init(&t->wait);
+	path_adapt_init(&t->wait);
 	atomic_init(&t->rcvlowat, 1);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. */
