@@ -14,6 +14,7 @@ librsock_core_la_SOURCES += \
 	src/path/rdma/flow.c \
 	src/path/rdma/flow.h \
 	src/path/rdma/internal.h \
+	src/path/rdma/ops.c \
 	src/path/rdma/post.c \
 	src/path/rdma/ready.c \
 	src/path/rdma/recv.c \

@@ -132,6 +132,10 @@ struct path_ops {
 	size_t (*prefix_left)(struct path_stream *s);
 	/* Handed over: the prefix's memfd, or -1. */
 	int (*prefix_fd)(struct path_stream *s);
+	/* 1 when this process made the stream and has forked since the stream
+	 * came up: a child may hold it (its exec or its death would strand
+	 * it). Reads without a lock. */
+	int (*forked)(struct path_stream *s);
 	/* The library's thread saw the control connection readable: look at
 	 * it (answer the peer's hand-over, notice its close). Returns 1 while
 	 * it should be watched on. */
@@ -284,6 +288,11 @@ static inline size_t path_prefix_left(struct path_stream *s)
 static inline int path_prefix_fd(struct path_stream *s)
 {
 	return s->ops->prefix_fd(s);
+}
+
+static inline int path_forked(struct path_stream *s)
+{
+	return s->ops->forked(s);
 }
 
 static inline int path_control_watch(struct path_stream *s)

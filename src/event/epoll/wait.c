@@ -59,8 +59,8 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen, i
 			it->idle_n++; /* counted once per ep_wait call */
 		it->idle_gen = gen;
 		arm_now = !lazy || ep->n_idle >= EP_IDLE_MAX || it->idle_n >= EP_IDLE_WAITS;
-		ev = (uint16_t)tp_ready(it->c->tp, arm_now, &seq); /* RDNORM/WRNORM included */
-		if (RSOCK_UNLIKELY(tp_switched(it->c->tp)))
+		ev = (uint16_t)path_ready(it->c->stream, arm_now, &seq); /* RDNORM/WRNORM included */
+		if (RSOCK_UNLIKELY(path_switched(it->c->stream)))
 			ep_item_widen(ep, it);
 		ev &= it->events | EPOLLERR | EPOLLHUP;
 		report = ep_item_reportable(it, ev, seq);
@@ -86,7 +86,7 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen, i
 			it->idle_n = 0;
 		}
 		/* Armed: the next completion event brings it back. */
-		if (!arm_now && !tp_armed(it->c->tp))
+		if (!arm_now && !path_armed(it->c->stream))
 			ep_idle_add(ep, it);
 	}
 	DL_CONCAT(ep->ready, keep);
@@ -101,7 +101,7 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen, i
  * Lock not held. */
 #define EP_SPIN_MAX_STREAMS 16
 /* Whether a spin started at start goes on until end; one that has lasted
- * PATH_YIELD_AFTER_NS yields the CPU first (transport.h). */
+ * PATH_YIELD_AFTER_NS yields the CPU first (path/adapt.h). */
 static int spin_go_on(int64_t start, int64_t end)
 {
 	int64_t now = clock_now_ns();
@@ -128,7 +128,7 @@ static int spin(struct ep *ep, int64_t start)
 		pthread_mutex_lock(&ep->lock);
 		HASH_ITER(hh, ep->items, it, tmp)
 		{
-			if (it->rdma && !it->disabled && tp_spin(it->c->tp)) {
+			if (it->rdma && !it->disabled && path_spin(it->c->stream)) {
 				ep_ready_add(ep, it);
 				found = 1;
 			}
@@ -200,14 +200,13 @@ static int absorb(struct ep *ep, struct epoll_event *evs, int from, int k, int *
 			continue;
 		}
 		if (it && ctl) {
-			tp_control_event(it->c->tp);
+			path_control_event(it->c->stream);
 			ep_ready_add(ep, it);
 			(*internal)++;
 			continue;
 		}
 		if (it) {
-			if (tp_consume(it->c->tp) &&
-			    atomic_load_explicit(&it->c->tp->watchers, memory_order_relaxed) > 1)
+			if (path_consume(it->c->stream) && path_watchers(it->c->stream) > 1)
 				event_kick(); /* other instances slept on it too */
 			ep_ready_add(ep, it);
 			(*internal)++;

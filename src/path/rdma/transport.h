@@ -9,6 +9,7 @@
 #define RSOCK_TRANSPORT_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -82,6 +83,7 @@ struct ho_pre;
 struct ho_rec;
 
 struct tp {
+	struct path_stream s;        /* first: what the layers above hold (path.h) */
 	pthread_mutex_t lock;
 	struct tp *reap_next;        /* on the list of closed streams to tear down */
 	int close_abort;             /* tp_close's verdict, for the teardown */
@@ -167,6 +169,17 @@ struct tp {
 	struct ho_rec *rec;          /* the record other processes ask through */
 	unsigned fork_gen;           /* ho_forks when the stream came up */
 };
+
+/* The stream object of a struct path_stream the RDMA path made (its ops
+ * are tp_path_ops). */
+static inline struct tp *tp_of(struct path_stream *s)
+{
+	return (struct tp *)((char *)s - offsetof(struct tp, s));
+}
+
+/* The RDMA path's implementation of path.h (ops.c): thin adapters to the
+ * tp_* functions below. Every struct tp has it (tp_new, tp_adopt). */
+extern const struct path_ops tp_path_ops RSOCK_HIDDEN;
 
 /* What the RDMA path calls in the layers above it, set by init.c before any
  * stream exists (tp_hooks_set). A member left NULL (unit tests) does
