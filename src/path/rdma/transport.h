@@ -1,10 +1,15 @@
 /* transport.h - the RDMA data path of one stream: registered rings, RDMA
  * WRITE WITH IMMEDIATE into the peer's ring, credits, completions, waiting.
  *
- * A struct tp is created by cm.c during the handshake (tp_new), gets its QP
- * from rdma_cm (tp_qp_ready), and is then driven by the shims through
- * tp_send/tp_recv. All functions return -errno on failure. One mutex (tp->lock)
- * protects the whole object; it is released while a caller sleeps in poll(). */
+ * The RDMA path's implementation of path.h. A struct tp is created by
+ * negotiation during the handshake (tp_new), gets its QP from rdma_cm
+ * (tp_create_qp), and is handed upward as its struct path_stream (t->s):
+ * the layers above drive it only through path.h's ops (tp_path_ops, ops.c),
+ * never through this header, which only the RDMA path itself, negotiation
+ * (its set-up), core/exec.c (tp_adopt) and init.c (the hooks, fork handlers
+ * and reaper it registers) include. All functions return -errno on failure.
+ * One mutex (tp->lock) protects the whole object; it is released while a
+ * caller sleeps in poll(). */
 #ifndef RSOCK_TRANSPORT_H
 #define RSOCK_TRANSPORT_H
 
@@ -288,7 +293,8 @@ short tp_poll_events(struct tp *t);
 /* The descriptor to sleep on for this stream's progress (the completion
  * channel), after arming notification. Returns -1 when nothing needs arming
  * (already ready). A descriptor returned makes the caller a sleeper until
- * tp_wait_end(t, w), and the caller must also sleep on tp_thread_wakefd().
+ * tp_wait_end(t, w), and the caller must also sleep on tp_thread_wakefd()
+ * (w->fd, when the wait is queued).
  * Several threads may sleep on one stream (ruby: one thread writing and
  * one reading a socket, each in poll(); it hung): one of them can take the
  * channel's event and the completion it announced while another is
