@@ -48,7 +48,9 @@ static struct path_stream *io_begin(int fd, struct conn **cp)
 		if (r != -EAGAIN)
 			c->stale_ack = 0;
 	}
-	return atomic_load_explicit(&c->path, memory_order_acquire) == CONN_PATH_RDMA ? c->stream : NULL;
+	if (atomic_load_explicit(&c->path, memory_order_acquire) != CONN_PATH_RDMA)
+		return NULL;
+	return c->stream;
 }
 
 /* ---- the buffers of a call on an RDMA stream --------------------------------- */
@@ -122,7 +124,8 @@ static int msg_iovcnt(const struct msghdr *msg)
 	return msg->msg_iovlen > IOV_MAX ? IOV_MAX + 1 : (int)msg->msg_iovlen;
 }
 
-static ssize_t rdma_recv(struct conn *c, struct path_stream *s, const struct iovec *iov, int n, int flags)
+static ssize_t rdma_recv(struct conn *c, struct path_stream *s, const struct iovec *iov, int n,
+			 int flags)
 {
 	size_t good;
 	ssize_t r;
@@ -151,8 +154,8 @@ static ssize_t rdma_recv(struct conn *c, struct path_stream *s, const struct iov
 /* Send on an RDMA stream. A stream whose peer is gone is handed to the
  * kernel socket, which then answers exactly as TCP does (EPIPE, SIGPIPE,
  * ECONNRESET). */
-static ssize_t rdma_send(struct conn *c, struct path_stream *s, int fd, const struct iovec *iov, int n,
-			 int flags)
+static ssize_t rdma_send(struct conn *c, struct path_stream *s, int fd, const struct iovec *iov,
+			 int n, int flags)
 {
 	size_t good;
 	int k = iov_check(iov, n, &good);
@@ -203,7 +206,7 @@ static RSOCK_COLD int io_ack_pending(const struct conn *c)
 #define IO_SHIM(dir, fd, flags, rdma_expr, real_expr)                  \
 	do {                                                           \
 		struct conn *c_;                                       \
-		struct path_stream *s_;                                         \
+		struct path_stream *s_;                                \
 		ssize_t r_;                                            \
 		s_ = io_begin(fd, &c_);                                \
 		if (s_) {                                              \
@@ -459,8 +462,8 @@ static int mmsg_outside(const struct mmsghdr *vec, unsigned int vlen)
 
 /* sendmmsg/recvmmsg over RDMA: one message after the other, stopping at the
  * first that would block or fails, like the kernel. */
-static int rdma_mmsg(struct conn *c, struct path_stream *s, int fd, struct mmsghdr *vec, unsigned vlen,
-		     int flags, int tx)
+static int rdma_mmsg(struct conn *c, struct path_stream *s, int fd, struct mmsghdr *vec,
+		     unsigned vlen, int flags, int tx)
 {
 	unsigned i;
 	ssize_t r = 0;
@@ -553,8 +556,8 @@ RSOCK_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int fl
 
 /* sendfile to an RDMA stream: read a block from the file, send it. Returns
  * what was sent; the file offset (or *off) advances by exactly that. */
-static ssize_t rdma_sendfile(struct conn *c, struct path_stream *s, int out_fd, int in_fd, off64_t *off,
-			     size_t n)
+static ssize_t rdma_sendfile(struct conn *c, struct path_stream *s, int out_fd, int in_fd,
+			     off64_t *off, size_t n)
 {
 	char buf[64 * 1024];
 	size_t chunk = n < sizeof(buf) ? n : sizeof(buf);
