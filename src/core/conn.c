@@ -19,7 +19,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/stats.h"
-#include "path/rdma/transport.h"
+#include "path/path.h"
 
 static void later_drop(struct conn *c);
 
@@ -104,8 +104,8 @@ void conn_unref(struct conn *c)
 		cm_client_abandon(c->client);
 	if (c->beacon)
 		cm_unlisten(c);
-	if (c->tp)
-		tp_close(c->tp, 0);
+	if (c->stream)
+		path_close(c->stream, 0);
 	if (c->instance && conn_hooks.instance_free)
 		conn_hooks.instance_free(c->instance);
 	pthread_mutex_destroy(&c->lock);
@@ -120,7 +120,7 @@ void conn_unref(struct conn *c)
 void conn_settle(struct conn *c, int fd, int how)
 {
 	const int rdma_ok = how & CONN_SETTLE_RDMA;
-	struct tp *t = NULL;
+	struct path_stream *s = NULL;
 	enum rsock_fallback_reason why;
 	int rc;
 
@@ -136,18 +136,18 @@ void conn_settle(struct conn *c, int fd, int how)
 			 * event loop must not stop for a server that accepts
 			 * late (section 8). */
 			int nb = !(how & CONN_SETTLE_FULL) && atomic_load(&c->nonblock);
-			rc = cm_client_await(st, fd, rdma_ok, nb, &t, &stale, &why);
+			rc = cm_client_await(st, fd, rdma_ok, nb, &s, &stale, &why);
 		} else {
 			struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
-			rc = cm_server_handshake(fd, rdma_ok ? &b : NULL, &t, &why);
+			rc = cm_server_handshake(fd, rdma_ok ? &b : NULL, &s, &why);
 		}
 		if (rc == 0) {
-			c->tp = t;
+			c->stream = s;
 			atomic_store(&c->path, CONN_PATH_RDMA);
 			/* After the path: a setsockopt that saw the stream not yet on
 			 * RDMA (shim/socket.c) was made before this reads them. Set
 			 * before, or inherited from the listener as the kernel does. */
-			tp_sockopts_changed(t);
+			path_sockopts_changed(s);
 			if (conn_hooks.stream_converted)
 				conn_hooks.stream_converted();
 		} else {
@@ -155,7 +155,7 @@ void conn_settle(struct conn *c, int fd, int how)
 			atomic_store(&c->path, CONN_PATH_TCP);
 			stats_fallback(why);
 		}
-		stats_stream(t != NULL);
+		stats_stream(s != NULL);
 		atomic_store(&c->hello_due, 0);
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -29,7 +29,7 @@ enum conn_path {
 	CONN_PATH_RDMA,      /* an RDMA connection carries the bytes */
 };
 
-struct tp;
+struct path_stream;
 struct cm_client;
 
 struct later;
@@ -39,7 +39,7 @@ struct conn {
 	int domain;             /* AF_INET or AF_INET6 */
 	_Atomic int nonblock;   /* O_NONBLOCK of the open file description */
 	pthread_mutex_t lock;   /* guards the set-up fields below */
-	struct tp *tp;          /* the RDMA stream once path == RDMA (then immutable) */
+	struct path_stream *stream; /* the stream's path object once path != TCP (then immutable) */
 	int stale_ack;          /* a late hello answer may head the TCP stream */
 	int beacon;             /* a listener with a beacon */
 	_Atomic int role;       /* enum conn_role */

@@ -18,7 +18,8 @@
 #include "core/exec.h"
 #include "core/fdtab.h"
 #include "path/handover.h"
-#include "path/rdma/transport.h"
+#include "path/path.h"
+#include "path/rdma/transport.h" /* tp_adopt only (adopt_fd) */
 
 struct env_acc {
 	char *buf;
@@ -36,10 +37,10 @@ static void env_one(int fd, struct conn *c, void *arg)
 
 	struct ho_pre *pre;
 
-	if (atomic_load(&c->path) != CONN_PATH_RDMA || !c->tp || !tp_switched(c->tp))
+	if (atomic_load(&c->path) != CONN_PATH_RDMA || !c->stream || !path_switched(c->stream))
 		return;
-	if (!(pre = ho_vfork_prefix(c->tp)))
-		pre = tp_prefix(c->tp);
+	if (!(pre = ho_vfork_prefix(c->stream)))
+		pre = path_prefix(c->stream);
 	if (!ho_pre_left(pre) || !ho_exec_inherits(fd) || (fstat(fd, &st) && fstat(ho_vfork_newfd(fd), &st)))
 		return;
 	/* A duplicate without close-on-exec: the new image's copy. */
@@ -124,7 +125,7 @@ void ho_exec_env_free(char **env, char *const envp[])
 }
 
 /* Track fd, a socket carrying the stream whose prefix is pre (which the conn
- * then owns through its transport). */
+ * then owns through its stream). */
 static struct conn *adopt_fd(int fd, struct ho_pre *pre)
 {
 	struct sockaddr_storage ss;
@@ -137,15 +138,18 @@ static struct conn *adopt_fd(int fd, struct ho_pre *pre)
 		return NULL;
 	if (!(c = conn_new(ss.ss_family)))
 		return NULL;
+	/* A direct call into the RDMA path: the stream handed over by the
+	 * image before us is an RDMA-path object (switched, with its prefix),
+	 * made here rather than by negotiation. */
 	if (tp_adopt(fd, pre, &t)) {
 		conn_unref(c);
 		return NULL;
 	}
-	c->tp = t;
+	c->stream = &t->s;
 	atomic_store(&c->role, CONN_ROLE_CLIENT);
 	atomic_store(&c->nonblock, !!(rsock_real.fcntl(fd, F_GETFL) & O_NONBLOCK));
 	atomic_store(&c->path, CONN_PATH_RDMA);
-	tp_sockopts_changed(t); /* as the image before us left them */
+	path_sockopts_changed(c->stream); /* as the image before us left them */
 	if (fdtab_insert(fd, c)) {
 		conn_unref(c);
 		return NULL;

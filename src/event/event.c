@@ -12,7 +12,7 @@
 #include "core/fdtab.h"
 #include "base/clock.h"
 #include "base/real.h"
-#include "path/rdma/transport.h"
+#include "path/path.h"
 
 int event_fd_is_rdma(int fd)
 {
@@ -25,7 +25,7 @@ int event_fd_is_rdma(int fd)
 		ep_nested(c->instance); /* an epoll instance polled or selected */
 	conn_settle_maybe(c, fd);
 	rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA &&
-	       !tp_kernel_only(c->tp);
+	       !path_kernel_only(c->stream);
 	conn_unref(c);
 	return rdma;
 }
@@ -49,12 +49,12 @@ int event_any_rdma_fdset(int nfds, const fd_set *r, const fd_set *w, const fd_se
 
 #define EV_SMALL 16
 
-/* The streams' waits begun by tp_wait_fd are over (again: nothing). */
-static void sleep_end(struct conn **cs, struct tp_waiter *slept, nfds_t n)
+/* The streams' waits begun by path_wait_fd are over (again: nothing). */
+static void sleep_end(struct conn **cs, struct path_waiter *slept, nfds_t n)
 {
 	for (nfds_t i = 0; i < n; i++)
 		if (cs[i])
-			tp_wait_end(cs[i]->tp, &slept[i]);
+			path_wait_end(cs[i]->stream, &slept[i]);
 }
 
 /* cs[i]: the conn of fds[i] (a reference) when it is an RDMA stream, else
@@ -70,7 +70,7 @@ static void streams_collect(const struct pollfd *fds, nfds_t n, struct conn **cs
 		if (c && c->instance)
 			ep_nested(c->instance);
 		conn_settle_maybe(c, fds[i].fd);
-		if (c && (atomic_load(&c->path) != CONN_PATH_RDMA || tp_kernel_only(c->tp))) {
+		if (c && (atomic_load(&c->path) != CONN_PATH_RDMA || path_kernel_only(c->stream))) {
 			conn_unref(c);
 			c = NULL;
 		}
@@ -79,15 +79,15 @@ static void streams_collect(const struct pollfd *fds, nfds_t n, struct conn **cs
 }
 
 /* The kernel's set ext[]: fds[] with the RDMA streams' entries ignored
- * (fd -1), then per RDMA stream its wait descriptor (if armed, tp_wait_fd)
+ * (fd -1), then per RDMA stream its wait descriptor (if armed, path_wait_fd)
  * and its control connection, then the thread's wake descriptor if a
  * stream armed one. Returns its size. Arms first: a completion after the
  * look that follows wakes the sleep. */
 static nfds_t ext_build(const struct pollfd *fds, nfds_t n, struct conn **cs,
-			struct pollfd *ext, struct tp_waiter *slept)
+			struct pollfd *ext, struct path_waiter *slept)
 {
 	nfds_t m = n;
-	int wake = 0; /* the thread's wake descriptor is polled too */
+	int wake = -1; /* the thread's wake descriptor, polled too when a wait uses it */
 
 	for (nfds_t i = 0; i < n; i++) {
 		ext[i] = fds[i];
@@ -95,20 +95,21 @@ static nfds_t ext_build(const struct pollfd *fds, nfds_t n, struct conn **cs,
 		if (!cs[i])
 			continue;
 		ext[i].fd = -1; /* the kernel ignores it */
-		int wfd = tp_wait_fd(cs[i]->tp, &slept[i]);
-		wake |= slept[i].fd >= 0;
+		int wfd = path_wait_fd(cs[i]->stream, &slept[i]);
+		if (slept[i].fd >= 0)
+			wake = slept[i].fd; /* this thread's, whichever stream set it */
 		if (wfd >= 0) {
 			ext[m].fd = wfd;
 			ext[m].events = POLLIN;
 			ext[m++].revents = 0;
 		}
-		ext[m].fd = cs[i]->tp->tcp_fd;
+		ext[m].fd = path_control_fd(cs[i]->stream);
 		ext[m].events = POLLIN | POLLRDHUP |
-				(tp_switched(cs[i]->tp) ? fds[i].events & POLLOUT : 0);
+				(path_switched(cs[i]->stream) ? fds[i].events & POLLOUT : 0);
 		ext[m++].revents = 0;
 	}
-	if (wake) { /* other threads' progress on our streams writes it */
-		ext[m].fd = tp_thread_wakefd();
+	if (wake >= 0) { /* other threads' progress on our streams writes it */
+		ext[m].fd = wake;
 		ext[m].events = POLLIN;
 		ext[m++].revents = 0;
 	}
@@ -122,13 +123,14 @@ static void streams_woken(struct conn **cs, nfds_t n, const struct pollfd *ext, 
 	for (nfds_t i = 0, j = n; i < n; i++) {
 		if (!cs[i])
 			continue;
-		tp_wait_done(cs[i]->tp);
+		path_wait_done(cs[i]->stream);
 		/* ext[] holds, per stream, the wait fd (if armed) then the
 		 * control connection. */
-		while (j < m && ext[j].fd != cs[i]->tp->tcp_fd)
+		int cfd = path_control_fd(cs[i]->stream);
+		while (j < m && ext[j].fd != cfd)
 			j++;
 		if (j < m && ext[j].revents)
-			tp_control_event(cs[i]->tp);
+			path_control_event(cs[i]->stream);
 	}
 }
 
@@ -137,11 +139,11 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	/* A few descriptors (the usual case) need no allocation. */
 	struct conn *cs_small[EV_SMALL];
 	struct pollfd ext_small[3 * EV_SMALL];
-	struct tp_waiter wq_small[EV_SMALL];
+	struct path_waiter wq_small[EV_SMALL];
 	struct conn **cs = n <= EV_SMALL ? cs_small : calloc(n, sizeof(*cs));
 	struct pollfd *ext = n <= EV_SMALL ? ext_small : calloc(3 * n, sizeof(*ext));
-	/* stream i's wait (tp_wait_fd, tp_wait_end) */
-	struct tp_waiter *slept = n <= EV_SMALL ? wq_small : calloc(n, sizeof(*slept));
+	/* stream i's wait (path_wait_fd, path_wait_end) */
+	struct path_waiter *slept = n <= EV_SMALL ? wq_small : calloc(n, sizeof(*slept));
 	int64_t deadline = -1; /* the clock is read when a wait begins */
 	int64_t tmo_ns = event_tmo_ns(tmo);
 	int count = 0, rc = 0;
@@ -168,7 +170,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 			if (!cs[i])
 				continue;
 			short want = fds[i].events | POLLERR | POLLHUP;
-			fds[i].revents = tp_poll_events(cs[i]->tp) & want;
+			fds[i].revents = path_poll_events(cs[i]->stream) & want;
 			count += fds[i].revents != 0;
 		}
 		int r = rsock_real.ppoll(ext, n, &zero, NULL);

@@ -25,7 +25,8 @@
 #include "base/log.h"
 #include "base/real.h"
 #include "base/stats.h"
-#include "path/rdma/transport.h"
+#include "path/path.h"
+#include "path/rdma/transport.h" /* the RDMA path's hooks, fork handlers and reaper */
 #include "service/service.h"
 
 static __thread int init_owner __attribute__((tls_model("initial-exec")));
@@ -53,12 +54,6 @@ static void tp_fork_child(void)
 	tp_wake_fork_child(); /* closes one of our descriptors: fdtab's lock */
 	tp_reap_fork_child(); /* the same */
 	tp_fork_unlock();
-}
-
-/* A stream's control connection, for the hand-over registry's watch. */
-static int ho_control_fd(struct tp *t)
-{
-	return t->tcp_fd;
 }
 
 static const struct fork_hook fork_hooks[] = {
@@ -139,11 +134,7 @@ static void init_run(void)
 	 * the hand-over registry starts it through negotiation, which adds the
 	 * process's rdma_cm channel and beacons first. */
 	service_each_turn(tp_reap);
-	ho_hooks_set(&(struct ho_hooks){.start = cm_service_start,
-					 .handover = tp_handover,
-					 .prefix_fd = tp_prefix_fd,
-					 .control_watch = tp_control_watch,
-					 .control_fd = ho_control_fd});
+	ho_hooks_set(&(struct ho_hooks){.start = cm_service_start});
 	if (pthread_atfork(fork_prepare, fork_parent, fork_child))
 		log_warn("pthread_atfork failed: a fork while another thread is in the library may hang the child");
 	if (log_fd_get() >= 0)
@@ -191,8 +182,8 @@ static void exit_drain_one(int fd, struct conn *c, void *arg)
 	struct exit_drain *d = arg;
 
 	(void)fd;
-	if (atomic_load(&c->path) == CONN_PATH_RDMA && c->tp)
-		tp_exit_drain(c->tp, d->self, d->until);
+	if (atomic_load(&c->path) == CONN_PATH_RDMA && c->stream)
+		path_exit_drain(c->stream, d->self, d->until);
 }
 
 __attribute__((destructor)) static void rsock_destructor(void)

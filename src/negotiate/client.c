@@ -310,8 +310,8 @@ static int answer_read(struct cm_client *c, int fd, int nb, struct proto_hello_a
 	return 0;
 }
 
-int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb, struct tp **out,
-		    int *stale_ack, enum rsock_fallback_reason *why)
+int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb,
+		    struct path_stream **out, int *stale_ack, enum rsock_fallback_reason *why)
 {
 	struct proto_hello_ack a;
 	uint8_t cancel[CM_CANCEL_LEN];
@@ -335,7 +335,7 @@ int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb, struct tp 
 	if (cm_data_connect(c, &a, why))
 		goto fail;
 	cm_data_up(c);
-	*out = c->tp;
+	*out = &c->tp->s; /* handed upward as a path (path.h) */
 	free(c);
 	log_debug("connect: fd %d carried by RDMA", fd);
 	return 0;

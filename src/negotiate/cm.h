@@ -15,7 +15,7 @@
 #include "base/config.h"
 #include "rsock/rsock.h"
 
-struct tp;
+struct path_stream;
 
 
 /* The outcome of an attempt: 0 when the step succeeded (RDMA goes on, or
@@ -53,8 +53,8 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
  * wait for the answer is at most nonblock_ms (then the stream stays on
  * TCP). Always consumes state. */
 int cm_client_hello(struct cm_client *state, int fd, enum rsock_fallback_reason *why);
-int cm_client_await(struct cm_client *state, int fd, int rdma_ok, int nb, struct tp **out,
-		    int *stale_ack, enum rsock_fallback_reason *why);
+int cm_client_await(struct cm_client *state, int fd, int rdma_ok, int nb,
+		    struct path_stream **out, int *stale_ack, enum rsock_fallback_reason *why);
 /* The stream stays on TCP before its hello went (connect failed, or not in
  * time) or the conn goes away: free state (NULL is ignored). */
 void cm_client_abandon(struct cm_client *state);
@@ -80,8 +80,8 @@ void cm_unlisten(const void *owner);
 
 /* Server: fd was accepted from the listening socket `owner`. Returns 0 with
  * *out when the stream now runs over RDMA, or -EOPNOTSUPP with *why. */
-int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, struct tp **out,
-		     enum rsock_fallback_reason *why);
+int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs,
+		     struct path_stream **out, enum rsock_fallback_reason *why);
 
 /* The two halves of cm_server_accept(). cm_server_probed: 0 when the client
  * of the accepted fd probed our beacon (its hello comes first on the stream),
@@ -90,7 +90,7 @@ int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, stru
  * *out, or -EOPNOTSUPP with *why. bufs NULL: consume the hello and decline,
  * the stream stays on TCP. */
 int cm_server_probed(const void *owner, int fd, enum rsock_fallback_reason *why);
-int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out,
+int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream **out,
 			enum rsock_fallback_reason *why);
 
 /* Start this process's library thread (service.h) if it has none, with

@@ -60,8 +60,8 @@ int cm_server_probed(const void *owner, int fd, enum rsock_fallback_reason *why)
 	return 0;
 }
 
-int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs, struct tp **out,
-		     enum rsock_fallback_reason *why)
+int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs,
+		     struct path_stream **out, enum rsock_fallback_reason *why)
 {
 	*out = NULL;
 	if (cm_server_probed(owner, fd, why))
@@ -261,7 +261,7 @@ static void pending_unlist(struct pending *p)
 	pthread_mutex_unlock(&cm_lock);
 }
 
-int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out,
+int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream **out,
 			enum rsock_fallback_reason *why)
 {
 	struct sockaddr_storage local;
@@ -290,7 +290,7 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct tp **out,
 		goto unlist;
 	pending_unlist(&p);
 	tp_up(p.tp);
-	*out = p.tp;
+	*out = &p.tp->s; /* handed upward as a path (path.h) */
 	log_debug("accept: fd %d carried by RDMA", fd);
 	return 0;
 unlist:

@@ -1,8 +1,10 @@
 ## src/path: the paths a stream travels on (path/rdma: the RDMA path) and the hand-over to TCP.
 librsock_core_la_SOURCES += \
+	src/path/adapt.h \
 	src/path/handover.h \
 	src/path/prefix.c \
 	src/path/prefix.h \
+	src/path/path.h \
 	src/path/registry.c \
 	src/path/registry.h \
 	src/path/vfork.c \
@@ -12,6 +14,7 @@ librsock_core_la_SOURCES += \
 	src/path/rdma/flow.c \
 	src/path/rdma/flow.h \
 	src/path/rdma/internal.h \
+	src/path/rdma/ops.c \
 	src/path/rdma/post.c \
 	src/path/rdma/ready.c \
 	src/path/rdma/recv.c \

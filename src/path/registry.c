@@ -24,6 +24,7 @@
 #include "base/ownfd.h"
 #include "base/proc.h"
 #include "base/real.h"
+#include "path/path.h"
 #include "path/registry.h"
 #include "service/service.h"
 
@@ -35,7 +36,7 @@ _Atomic unsigned ho_forks;
 
 struct ho_slot {
 	struct ho_rec *rec;
-	struct tp *tp; /* NULL: free (unless retired) */
+	struct path_stream *stream; /* NULL: free (unless retired) */
 	int retired;   /* a child may still look at the record: never reused */
 };
 
@@ -60,11 +61,6 @@ void ho_hooks_set(const struct ho_hooks *h)
 	hooks = *h;
 }
 
-static int control_fd(struct tp *t)
-{
-	return hooks.control_fd ? hooks.control_fd(t) : -1;
-}
-
 static int futex(_Atomic uint32_t *w, int op, uint32_t v, const struct timespec *ts)
 {
 	return (int)syscall(SYS_futex, (uint32_t *)w, op, v, ts, NULL, 0);
@@ -85,7 +81,7 @@ static int grow(void)
 		return -errno;
 	for (size_t i = 0; i < HO_PAGE_RECS; i++) {
 		slots[cap_slots + i].rec = &page[i];
-		slots[cap_slots + i].tp = NULL;
+		slots[cap_slots + i].stream = NULL;
 		slots[cap_slots + i].retired = 0;
 	}
 	cap_slots += HO_PAGE_RECS;
@@ -131,7 +127,7 @@ static void watch(size_t i, int op)
 {
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.u64 = i};
 
-	rsock_real.epoll_ctl(ho_ep, op, control_fd(slots[i].tp), &ev);
+	rsock_real.epoll_ctl(ho_ep, op, path_control_fd(slots[i].stream), &ev);
 }
 
 static void ho_serve(void);
@@ -167,7 +163,7 @@ static int ho_watch(void)
 	return rc;
 }
 
-struct ho_rec *ho_register(struct tp *t)
+struct ho_rec *ho_register(struct path_stream *s)
 {
 	struct ho_rec *r = NULL;
 
@@ -175,10 +171,10 @@ struct ho_rec *ho_register(struct tp *t)
 	ho_mine();
 	if (req_r >= 0) {
 		size_t i;
-		for (i = 0; i < cap_slots && (slots[i].tp || slots[i].retired); i++)
+		for (i = 0; i < cap_slots && (slots[i].stream || slots[i].retired); i++)
 			;
 		if (i < cap_slots || grow() == 0) {
-			slots[i].tp = t;
+			slots[i].stream = s;
 			r = slots[i].rec;
 			atomic_store(&r->state, HO_IDLE);
 			r->pre_fd = -1;
@@ -192,7 +188,7 @@ struct ho_rec *ho_register(struct tp *t)
 	pthread_mutex_unlock(&ho_lock);
 	/* The library's thread listens to the request pipe. */
 	if (r && (ho_start() || ho_watch())) {
-		ho_unregister(t, 0);
+		ho_unregister(s, 0);
 		r = NULL;
 	}
 	if (!r)
@@ -200,16 +196,16 @@ struct ho_rec *ho_register(struct tp *t)
 	return r;
 }
 
-void ho_unregister(struct tp *t, int forked)
+void ho_unregister(struct path_stream *s, int forked)
 {
 	pthread_mutex_lock(&ho_lock);
 	if (slots_pid == rsock_pid())
 		for (size_t i = 0; i < cap_slots; i++)
-			if (slots[i].tp == t) {
+			if (slots[i].stream == s) {
 				struct ho_rec *r = slots[i].rec;
 				uint32_t st = atomic_load(&r->state);
-				rsock_real.epoll_ctl(ho_ep, EPOLL_CTL_DEL, control_fd(t), NULL);
-				slots[i].tp = NULL;
+				rsock_real.epoll_ctl(ho_ep, EPOLL_CTL_DEL, path_control_fd(s), NULL);
+				slots[i].stream = NULL;
 				slots[i].retired = forked;
 				n_slots--;
 				/* A child still waiting learns the stream is gone;
@@ -226,12 +222,12 @@ void ho_unregister(struct tp *t, int forked)
 	pthread_mutex_unlock(&ho_lock);
 }
 
-void ho_publish(struct tp *t, int fd)
+void ho_publish(struct path_stream *s, int fd)
 {
 	pthread_mutex_lock(&ho_lock);
 	if (slots_pid == rsock_pid())
 		for (size_t i = 0; i < cap_slots; i++)
-			if (slots[i].tp == t) {
+			if (slots[i].stream == s) {
 				struct ho_rec *r = slots[i].rec;
 				r->pre_fd = fd;
 				atomic_store(&r->state, HO_DONE);
@@ -251,12 +247,12 @@ static void serve_requests(void)
 		;
 	for (size_t i = 0; i < cap_slots; i++) {
 		struct ho_rec *r = slots[i].rec;
-		struct tp *t = slots[i].tp;
-		if (!t || atomic_load(&r->state) != HO_ASKED)
+		struct path_stream *s = slots[i].stream;
+		if (!s || atomic_load(&r->state) != HO_ASKED)
 			continue;
 		/* Lock order: ho_lock, then the stream's lock (inside). */
-		int rc = hooks.handover ? hooks.handover(t) : -ENOSYS;
-		r->pre_fd = rc == 0 && hooks.prefix_fd ? hooks.prefix_fd(t) : -1;
+		int rc = path_handover(s);
+		r->pre_fd = rc == 0 ? path_prefix_fd(s) : -1;
 		log_debug("another process asked for a stream: %s",
 			  rc == 0 ? "moved to TCP" : "could not move it");
 		atomic_store(&r->state, rc == 0 ? HO_DONE : HO_FAILED);
@@ -275,7 +271,7 @@ static void ho_serve(void)
 		uint64_t i = ev[k].data.u64;
 		if (i == HO_EV_REQ)
 			serve_requests();
-		else if (i < cap_slots && slots[i].tp && hooks.control_watch && hooks.control_watch(slots[i].tp))
+		else if (i < cap_slots && slots[i].stream && path_control_watch(slots[i].stream))
 			watch(i, EPOLL_CTL_MOD);
 	}
 	pthread_mutex_unlock(&ho_lock);

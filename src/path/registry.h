@@ -25,38 +25,30 @@ struct ho_rec {
 	uint64_t req_ino;       /* the request pipe's inode: a child's inherited copy is checked */
 };
 
-struct tp;
+struct path_stream;
 /* What the registry needs from the layers above, set by init.c (init_run)
- * before any stream registers; each may be unset (unit tests). */
+ * before any stream registers; may be unset (unit tests). A registered
+ * stream itself is reached through its path's ops (path.h): handover,
+ * prefix_fd, control_watch, control_fd. */
 struct ho_hooks {
 	/* Start this process's library thread with what else it watches
 	 * (cm_service_start): 0 or -errno. Unset: service_start(). */
 	int (*start)(void);
-	/* Switch t to kernel TCP for another process (tp_handover): 0 or
-	 * -errno. Unset: the request fails. */
-	int (*handover)(struct tp *t);
-	/* t's prefix memfd after the switch, or -1 (tp_prefix_fd). */
-	int (*prefix_fd)(struct tp *t);
-	/* t's control connection was readable (tp_control_watch): 1 while it
-	 * should be watched on. */
-	int (*control_watch)(struct tp *t);
-	/* t's control connection (its TCP socket), or -1. */
-	int (*control_fd)(struct tp *t);
 };
 /* Copies *h (init.c, once, before any stream registers). */
 void ho_hooks_set(const struct ho_hooks *h);
 
-/* A record for t, owned by this process (NULL when none can be had: the
- * stream then simply cannot be handed to another process). Registers t so
+/* A record for s, owned by this process (NULL when none can be had: the
+ * stream then simply cannot be handed to another process). Registers s so
  * that a request finds it; starts the library's thread, which watches the
  * request pipe. Takes ho_lock. */
-struct ho_rec *ho_register(struct tp *t);
-/* t is going away (owner only): no request reaches it any more. forked: a
+struct ho_rec *ho_register(struct path_stream *s);
+/* s is going away (owner only): no request reaches it any more. forked: a
  * child may still hold the stream, so its record is never reused. */
-void ho_unregister(struct tp *t, int forked);
-/* t was switched by its owner on its own account (its close after a fork):
+void ho_unregister(struct path_stream *s, int forked);
+/* s was switched by its owner on its own account (its close after a fork):
  * children find it done, and the prefix in memfd fd (or -1). */
-void ho_publish(struct tp *t, int fd);
+void ho_publish(struct path_stream *s, int fd);
 /* Another process's stream (rec->owner != rsock_pid()): ask the owner to
  * switch it and wait (bounded). Returns 0 and *pre (NULL when nothing was
  * unread), or -errno (-EIO: the owner is gone or did not answer). */

@@ -12,7 +12,7 @@
 #include "path/vfork.h"
 
 /* The vfork child that last duplicated a stream, the streams' numbers in
- * the parent, their transports and what each new image reads first (only
+ * the parent, their streams and what each new image reads first (only
  * that child reads them: its pid names it; the next such child frees the
  * prefixes, in this same memory). */
 #define HO_VFORK_DUPS 16
@@ -21,7 +21,7 @@ static struct {
 	int n;
 	struct {
 		int fd, newfd;
-		struct tp *tp;
+		struct path_stream *stream;
 		struct ho_pre *pre;
 	} d[HO_VFORK_DUPS];
 } vdups;
@@ -31,7 +31,7 @@ static int vfork_mine(void)
 	return atomic_load(&vdups.pid) == (pid_t)syscall(SYS_getpid);
 }
 
-void ho_vfork_dup(int oldfd, int newfd, struct tp *t)
+void ho_vfork_dup(int oldfd, int newfd, struct path_stream *s)
 {
 	if (!vfork_mine()) {
 		for (int i = 0; i < vdups.n; i++)
@@ -49,7 +49,7 @@ void ho_vfork_dup(int oldfd, int newfd, struct tp *t)
 	}
 	vdups.d[vdups.n].fd = oldfd;
 	vdups.d[vdups.n].newfd = newfd;
-	vdups.d[vdups.n].tp = t;
+	vdups.d[vdups.n].stream = s;
 	vdups.d[vdups.n++].pre = NULL;
 }
 
@@ -64,24 +64,24 @@ int ho_vfork_newfd(int fd)
 	return -1;
 }
 
-int ho_vfork_keep(struct tp *t, struct ho_pre *pre)
+int ho_vfork_keep(struct path_stream *s, struct ho_pre *pre)
 {
 	if (!vfork_mine())
 		return 0;
 	for (int i = 0; i < vdups.n; i++)
-		if (vdups.d[i].tp == t && !vdups.d[i].pre) {
+		if (vdups.d[i].stream == s && !vdups.d[i].pre) {
 			vdups.d[i].pre = pre;
 			return 1;
 		}
 	return 0;
 }
 
-struct ho_pre *ho_vfork_prefix(struct tp *t)
+struct ho_pre *ho_vfork_prefix(struct path_stream *s)
 {
-	if (!t || !vfork_mine())
+	if (!s || !vfork_mine())
 		return NULL;
 	for (int i = 0; i < vdups.n; i++)
-		if (vdups.d[i].tp == t && vdups.d[i].pre)
+		if (vdups.d[i].stream == s && vdups.d[i].pre)
 			return vdups.d[i].pre;
 	return NULL;
 }

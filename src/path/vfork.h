@@ -8,19 +8,19 @@
 
 #include "path/prefix.h"
 
-struct tp;
+struct path_stream;
 
 /* A vfork child gave the stream of oldfd another number, newfd. */
-void ho_vfork_dup(int oldfd, int newfd, struct tp *t);
+void ho_vfork_dup(int oldfd, int newfd, struct path_stream *s);
 
-/* In that vfork child, the owner's thread switched t for it (the same
- * object: the owner's tp, so t->pre stays the owner's): keep pre, what the
- * new image reads first, beside the duplicate. Returns 1 when kept (pre is
- * ours then), 0 when this is no such child. */
-int ho_vfork_keep(struct tp *t, struct ho_pre *pre);
+/* In that vfork child, the owner's thread switched s for it (the same
+ * object: the owner's stream, so its prefix stays the owner's): keep pre,
+ * what the new image reads first, beside the duplicate. Returns 1 when
+ * kept (pre is ours then), 0 when this is no such child. */
+int ho_vfork_keep(struct path_stream *s, struct ho_pre *pre);
 
-/* What that vfork child keeps for t's new image, or NULL. */
-struct ho_pre *ho_vfork_prefix(struct tp *t);
+/* What that vfork child keeps for s's new image, or NULL. */
+struct ho_pre *ho_vfork_prefix(struct path_stream *s);
 
 /* The number this vfork child gave fd's stream (fd itself may be closed
  * there already), or -1. */

@@ -19,7 +19,7 @@
 #include "path/handover.h"
 #include "base/log.h"
 #include "base/ownfd.h"
-#include "path/rdma/transport.h"
+#include "path/path.h"
 
 void shim_forget(int fd)
 {
@@ -126,29 +126,29 @@ RSOCK_EXPORT void closefrom(int lo)
  * as stray control bytes. (A dup onto descriptor 0 does not count: bash
  * makes one for every `read line <&3` and reads with read(); a program
  * that reads stdin with stdio after such a dup is not seen.) */
-struct tp *shim_to_tcp(struct conn *c, int fd, const char *who)
+struct path_stream *shim_to_tcp(struct conn *c, int fd, const char *who)
 {
-	struct tp *t;
+	struct path_stream *s;
 
 	if (atomic_load(&c->hello_due))
 		conn_settle(c, fd, CONN_SETTLE_FULL);
-	t = atomic_load(&c->path) == CONN_PATH_RDMA ? c->tp : NULL;
-	if (t && !tp_switched(t)) {
+	s = atomic_load(&c->path) == CONN_PATH_RDMA ? c->stream : NULL;
+	if (s && !path_switched(s)) {
 		log_debug("fd %d: %s takes the stream: it moves to TCP", fd, who);
-		if (tp_handover(t))
+		if (path_handover(s))
 			log_warn_rl("fd %d: %s takes an RDMA stream that could not move to TCP", fd, who);
 	}
-	return t && tp_switched(t) ? t : NULL;
+	return s && path_switched(s) ? s : NULL;
 }
 
 /* Bytes that came over RDMA and are not read yet go back into in, so that
  * its first reads return them. */
-static void prefix_to_file(struct tp *t, FILE *in, int fd)
+static void prefix_to_file(struct path_stream *s, FILE *in, int fd)
 {
-	size_t n = tp_prefix_left(t);
+	size_t n = path_prefix_left(s);
 	uint8_t *b = n ? malloc(n) : NULL;
 	struct iovec v = {b, n};
-	ssize_t r = b ? tp_recv(t, &v, 1, MSG_DONTWAIT, 1) : 0;
+	ssize_t r = b ? path_recv(s, &v, 1, MSG_DONTWAIT, 1) : 0;
 
 	/* glibc takes back any number of bytes (a growing backup area) */
 	for (ssize_t i = r - 1; i >= 0; i--)
@@ -172,7 +172,7 @@ static void vforked_dup(int oldfd, int newfd)
 		return;
 	if (!c->instance) {
 		log_debug("fd %d: a vfork child gives the stream another number", oldfd);
-		ho_vfork_dup(oldfd, newfd, atomic_load(&c->path) == CONN_PATH_RDMA ? c->tp : NULL);
+		ho_vfork_dup(oldfd, newfd, atomic_load(&c->path) == CONN_PATH_RDMA ? c->stream : NULL);
 	}
 	conn_unref(c);
 }
@@ -217,7 +217,7 @@ RSOCK_EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	int reads = mode && (mode[0] == 'r' || strchr(mode, '+'));
 	struct conn *c;
-	struct tp *t;
+	struct path_stream *s;
 	FILE *f;
 
 	if (!rsock_real.fdopen) {
@@ -226,10 +226,10 @@ RSOCK_EXPORT FILE *fdopen(int fd, const char *mode)
 	}
 	if (shim_fast(fd) || !(c = shim_conn(fd)))
 		return rsock_real.fdopen(fd, mode);
-	t = shim_to_tcp(c, fd, "stdio");
+	s = shim_to_tcp(c, fd, "stdio");
 	f = rsock_real.fdopen(fd, mode);
-	if (f && reads && t)
-		prefix_to_file(t, f, fd);
+	if (f && reads && s)
+		prefix_to_file(s, f, fd);
 	conn_unref(c);
 	return f;
 }
@@ -357,7 +357,7 @@ static RSOCK_COLD int ioctl_slow(int fd, unsigned long req, void *arg)
 	/* A pointer the kernel would refuse goes to it, which says EFAULT. */
 	if (c && req == FIONREAD && atomic_load(&c->path) == CONN_PATH_RDMA &&
 	    !shim_addr_bad(arg, sizeof(int))) {
-		*(int *)arg = tp_readable_bytes(c->tp);
+		*(int *)arg = path_readable_bytes(c->stream);
 		conn_unref(c);
 		return 0;
 	}

@@ -23,14 +23,14 @@
 #include "negotiate/cm.h"
 #include "base/log.h"
 #include "base/stats.h"
-#include "path/rdma/transport.h"
+#include "path/path.h"
 
 /* ---- the dispatcher --------------------------------------------------------- */
 
-/* Look fd up. Returns the transport of an RDMA stream, or NULL for kernel
+/* Look fd up. Returns the path of an RDMA stream, or NULL for kernel
  * TCP (then *c may still be a tracked conn, for the counters). A late hello
  * answer at the head of a TCP stream is dropped first. */
-static struct tp *io_begin(int fd, struct conn **cp)
+static struct path_stream *io_begin(int fd, struct conn **cp)
 {
 	struct conn *c = shim_conn(fd);
 
@@ -48,7 +48,9 @@ static struct tp *io_begin(int fd, struct conn **cp)
 		if (r != -EAGAIN)
 			c->stale_ack = 0;
 	}
-	return atomic_load_explicit(&c->path, memory_order_acquire) == CONN_PATH_RDMA ? c->tp : NULL;
+	if (atomic_load_explicit(&c->path, memory_order_acquire) != CONN_PATH_RDMA)
+		return NULL;
+	return c->stream;
 }
 
 /* ---- the buffers of a call on an RDMA stream --------------------------------- */
@@ -122,7 +124,8 @@ static int msg_iovcnt(const struct msghdr *msg)
 	return msg->msg_iovlen > IOV_MAX ? IOV_MAX + 1 : (int)msg->msg_iovlen;
 }
 
-static ssize_t rdma_recv(struct conn *c, struct tp *t, const struct iovec *iov, int n, int flags)
+static ssize_t rdma_recv(struct conn *c, struct path_stream *s, const struct iovec *iov, int n,
+			 int flags)
 {
 	size_t good;
 	ssize_t r;
@@ -137,12 +140,12 @@ static ssize_t rdma_recv(struct conn *c, struct tp *t, const struct iovec *iov, 
 			 * on the first, which stays unread. */
 			char one;
 			struct iovec v = {&one, 1};
-			r = tp_recv(t, &v, 1, (flags & ~MSG_WAITALL) | MSG_PEEK, atomic_load(&c->nonblock));
+			r = path_recv(s, &v, 1, (flags & ~MSG_WAITALL) | MSG_PEEK, atomic_load(&c->nonblock));
 			return r > 0 ? -EFAULT : r;
 		}
 		n = k; /* the bytes before the buffer that would fault */
 	}
-	r = tp_recv(t, iov, n, flags, atomic_load(&c->nonblock));
+	r = path_recv(s, iov, n, flags, atomic_load(&c->nonblock));
 	if (!(flags & MSG_PEEK))
 		conn_account_rx(c, r);
 	return r;
@@ -151,8 +154,8 @@ static ssize_t rdma_recv(struct conn *c, struct tp *t, const struct iovec *iov, 
 /* Send on an RDMA stream. A stream whose peer is gone is handed to the
  * kernel socket, which then answers exactly as TCP does (EPIPE, SIGPIPE,
  * ECONNRESET). */
-static ssize_t rdma_send(struct conn *c, struct tp *t, int fd, const struct iovec *iov, int n,
-			 int flags)
+static ssize_t rdma_send(struct conn *c, struct path_stream *s, int fd, const struct iovec *iov,
+			 int n, int flags)
 {
 	size_t good;
 	int k = iov_check(iov, n, &good);
@@ -168,12 +171,12 @@ static ssize_t rdma_send(struct conn *c, struct tp *t, int fd, const struct iove
 	/* Urgent data (telnet, FTP's ABOR) exists only in TCP: the stream
 	 * moves there first, in order, and the kernel socket sends it. A peer
 	 * too old for the hand-over gets the bytes in band. */
-	if (RSOCK_UNLIKELY(flags & MSG_OOB) && !tp_switched(t) && (r = tp_handover(t))) {
+	if (RSOCK_UNLIKELY(flags & MSG_OOB) && !path_switched(s) && (r = path_handover(s))) {
 		log_warn_rl("fd %d: MSG_OOB on an RDMA stream that cannot move to TCP (errno %d): "
 			    "sent in band", fd, (int)-r);
 		flags &= ~MSG_OOB;
 	}
-	r = tp_send(t, iov, n, flags, atomic_load(&c->nonblock));
+	r = path_send(s, iov, n, flags, atomic_load(&c->nonblock));
 
 	if (r == -ESHUTDOWN) {
 		struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
@@ -199,14 +202,14 @@ static RSOCK_COLD int io_ack_pending(const struct conn *c)
 
 /* The shape of every data wrapper. dir: rx or tx; flags: the call's MSG_*
  * flags (peeked bytes are not counted); rdma_expr: the RDMA call (may use
- * c_, t_); real_expr: the libc call. */
+ * c_, s_); real_expr: the libc call. */
 #define IO_SHIM(dir, fd, flags, rdma_expr, real_expr)                  \
 	do {                                                           \
 		struct conn *c_;                                       \
-		struct tp *t_;                                         \
+		struct path_stream *s_;                                \
 		ssize_t r_;                                            \
-		t_ = io_begin(fd, &c_);                                \
-		if (t_) {                                              \
+		s_ = io_begin(fd, &c_);                                \
+		if (s_) {                                              \
 			r_ = shim_ret(rdma_expr);                      \
 		} else if (IO_IS_RX_##dir && c_ && RSOCK_UNLIKELY(c_->stale_ack) && \
 			   io_ack_pending(c_)) {                       \
@@ -232,7 +235,7 @@ static RSOCK_COLD int io_ack_pending(const struct conn *c)
 static RSOCK_SLOW ssize_t read_slow(int fd, void *buf, size_t n)
 {
 	struct iovec v = {buf, n};
-	IO_SHIM(rx, fd, 0, rdma_recv(c_, t_, &v, 1, 0), REAL_CALL(read, fd, buf, n));
+	IO_SHIM(rx, fd, 0, rdma_recv(c_, s_, &v, 1, 0), REAL_CALL(read, fd, buf, n));
 }
 
 RSOCK_EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -244,7 +247,7 @@ RSOCK_EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 static RSOCK_SLOW ssize_t readv_slow(int fd, const struct iovec *iov, int iovcnt)
 {
-	IO_SHIM(rx, fd, 0, rdma_recv(c_, t_, iov, iovcnt, 0), REAL_CALL(readv, fd, iov, iovcnt));
+	IO_SHIM(rx, fd, 0, rdma_recv(c_, s_, iov, iovcnt, 0), REAL_CALL(readv, fd, iov, iovcnt));
 }
 
 RSOCK_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
@@ -257,7 +260,7 @@ RSOCK_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 static RSOCK_SLOW ssize_t write_slow(int fd, const void *buf, size_t n)
 {
 	struct iovec v = {(void *)buf, n};
-	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, &v, 1, 0), REAL_CALL(write, fd, buf, n));
+	IO_SHIM(tx, fd, 0, rdma_send(c_, s_, fd, &v, 1, 0), REAL_CALL(write, fd, buf, n));
 }
 
 RSOCK_EXPORT ssize_t write(int fd, const void *buf, size_t n)
@@ -269,7 +272,7 @@ RSOCK_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 
 static RSOCK_SLOW ssize_t writev_slow(int fd, const struct iovec *iov, int iovcnt)
 {
-	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, iov, iovcnt, 0), REAL_CALL(writev, fd, iov, iovcnt));
+	IO_SHIM(tx, fd, 0, rdma_send(c_, s_, fd, iov, iovcnt, 0), REAL_CALL(writev, fd, iov, iovcnt));
 }
 
 RSOCK_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
@@ -282,7 +285,7 @@ RSOCK_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 static RSOCK_SLOW ssize_t send_slow(int fd, const void *buf, size_t n, int flags)
 {
 	struct iovec v = {(void *)buf, n};
-	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, &v, 1, flags), REAL_CALL(send, fd, buf, n, flags));
+	IO_SHIM(tx, fd, 0, rdma_send(c_, s_, fd, &v, 1, flags), REAL_CALL(send, fd, buf, n, flags));
 }
 
 RSOCK_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
@@ -297,7 +300,7 @@ static RSOCK_SLOW ssize_t sendto_slow(int fd, const void *buf, size_t n, int fla
 {
 	struct iovec v = {(void *)buf, n};
 	/* A connected TCP socket ignores the address (EISCONN only for other types). */
-	IO_SHIM(tx, fd, 0, rdma_send(c_, t_, fd, &v, 1, flags),
+	IO_SHIM(tx, fd, 0, rdma_send(c_, s_, fd, &v, 1, flags),
 		REAL_CALL(sendto, fd, buf, n, flags, addr, alen));
 }
 
@@ -337,11 +340,11 @@ static RSOCK_COLD void pass_fds(const struct msghdr *msg)
 			int role = atomic_load(&c->role);
 			if (role == CONN_ROLE_ACCEPTED || role == CONN_ROLE_CLIENT) {
 				log_debug("fd %d: sent to another process: its stream goes to TCP", pfd);
-				struct tp *t = shim_to_tcp(c, pfd, "another process");
-				if (t && tp_prefix_left(t))
+				struct path_stream *s = shim_to_tcp(c, pfd, "another process");
+				if (s && path_prefix_left(s))
 					log_warn_rl("fd %d: sent to another process with %zu bytes that came "
 						    "over RDMA unread: they stay readable in this process only",
-						    pfd, tp_prefix_left(t));
+						    pfd, path_prefix_left(s));
 			}
 			conn_unref(c);
 		}
@@ -355,7 +358,7 @@ static RSOCK_SLOW ssize_t sendmsg_slow(int fd, const struct msghdr *msg, int fla
 	if (!outside && msg->msg_controllen)
 		pass_fds(msg);
 	IO_SHIM(tx, fd, 0,
-		outside ? -EFAULT : rdma_send(c_, t_, fd, msg->msg_iov, msg_iovcnt(msg), flags),
+		outside ? -EFAULT : rdma_send(c_, s_, fd, msg->msg_iov, msg_iovcnt(msg), flags),
 		REAL_CALL(sendmsg, fd, msg, flags));
 }
 
@@ -369,7 +372,7 @@ RSOCK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 static RSOCK_SLOW ssize_t recv_slow(int fd, void *buf, size_t n, int flags)
 {
 	struct iovec v = {buf, n};
-	IO_SHIM(rx, fd, flags, rdma_recv(c_, t_, &v, 1, flags), REAL_CALL(recv, fd, buf, n, flags));
+	IO_SHIM(rx, fd, flags, rdma_recv(c_, s_, &v, 1, flags), REAL_CALL(recv, fd, buf, n, flags));
 }
 
 RSOCK_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -380,11 +383,11 @@ RSOCK_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 }
 
 /* recvfrom/recvmsg on a connected TCP socket report no address. */
-static ssize_t rdma_recvfrom(struct conn *c, struct tp *t, void *buf, size_t n, int flags,
+static ssize_t rdma_recvfrom(struct conn *c, struct path_stream *s, void *buf, size_t n, int flags,
 			     socklen_t *alen)
 {
 	struct iovec v = {buf, n};
-	ssize_t r = rdma_recv(c, t, &v, 1, flags);
+	ssize_t r = rdma_recv(c, s, &v, 1, flags);
 
 	if (r >= 0 && alen)
 		*alen = 0;
@@ -394,7 +397,7 @@ static ssize_t rdma_recvfrom(struct conn *c, struct tp *t, void *buf, size_t n, 
 static RSOCK_SLOW ssize_t recvfrom_slow(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
 					socklen_t *alen)
 {
-	IO_SHIM(rx, fd, flags, rdma_recvfrom(c_, t_, buf, n, flags, SA(addr) ? alen : NULL),
+	IO_SHIM(rx, fd, flags, rdma_recvfrom(c_, s_, buf, n, flags, SA(addr) ? alen : NULL),
 		REAL_CALL(recvfrom, fd, buf, n, flags, addr, alen));
 }
 
@@ -406,11 +409,11 @@ RSOCK_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, __SOCKADDR
 	return recvfrom_slow(fd, buf, n, flags, addr, alen);
 }
 
-static ssize_t rdma_recvmsg(struct conn *c, struct tp *t, struct msghdr *msg, int flags)
+static ssize_t rdma_recvmsg(struct conn *c, struct path_stream *s, struct msghdr *msg, int flags)
 {
 	if (msg_outside(msg))
 		return -EFAULT;
-	ssize_t r = rdma_recv(c, t, msg->msg_iov, msg_iovcnt(msg), flags);
+	ssize_t r = rdma_recv(c, s, msg->msg_iov, msg_iovcnt(msg), flags);
 
 	if (r >= 0) {
 		msg->msg_namelen = 0;
@@ -422,7 +425,7 @@ static ssize_t rdma_recvmsg(struct conn *c, struct tp *t, struct msghdr *msg, in
 
 static RSOCK_SLOW ssize_t recvmsg_slow(int fd, struct msghdr *msg, int flags)
 {
-	IO_SHIM(rx, fd, flags, rdma_recvmsg(c_, t_, msg, flags), REAL_CALL(recvmsg, fd, msg, flags));
+	IO_SHIM(rx, fd, flags, rdma_recvmsg(c_, s_, msg, flags), REAL_CALL(recvmsg, fd, msg, flags));
 }
 
 RSOCK_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -459,8 +462,8 @@ static int mmsg_outside(const struct mmsghdr *vec, unsigned int vlen)
 
 /* sendmmsg/recvmmsg over RDMA: one message after the other, stopping at the
  * first that would block or fails, like the kernel. */
-static int rdma_mmsg(struct conn *c, struct tp *t, int fd, struct mmsghdr *vec, unsigned vlen,
-		     int flags, int tx)
+static int rdma_mmsg(struct conn *c, struct path_stream *s, int fd, struct mmsghdr *vec,
+		     unsigned vlen, int flags, int tx)
 {
 	unsigned i;
 	ssize_t r = 0;
@@ -468,10 +471,10 @@ static int rdma_mmsg(struct conn *c, struct tp *t, int fd, struct mmsghdr *vec, 
 	vlen = mmsg_len(vlen);
 	for (i = 0; i < vlen; i++) {
 		if (tx)
-			r = rdma_send(c, t, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
+			r = rdma_send(c, s, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
 				      flags);
 		else
-			r = rdma_recvmsg(c, t, &vec[i].msg_hdr, flags);
+			r = rdma_recvmsg(c, s, &vec[i].msg_hdr, flags);
 		if (r < 0)
 			break;
 		vec[i].msg_len = (unsigned)r;
@@ -486,15 +489,15 @@ static int rdma_mmsg(struct conn *c, struct tp *t, int fd, struct mmsghdr *vec, 
 static RSOCK_SLOW int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
 {
 	struct conn *c;
-	struct tp *t;
+	struct path_stream *s;
 	ssize_t r;
 
 	for (unsigned int i = 0; i < mmsg_len(vlen); i++)
 		if (vec[i].msg_hdr.msg_controllen)
 			pass_fds(&vec[i].msg_hdr);
-	t = io_begin(fd, &c);
-	if (t) {
-		r = shim_ret(rdma_mmsg(c, t, fd, vec, vlen, flags, 1));
+	s = io_begin(fd, &c);
+	if (s) {
+		r = shim_ret(rdma_mmsg(c, s, fd, vec, vlen, flags, 1));
 	} else {
 		r = REAL_CALL(sendmmsg, fd, vec, vlen, flags);
 		if (c)
@@ -525,12 +528,12 @@ static RSOCK_SLOW int recvmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vl
 				    struct timespec *tmo)
 {
 	struct conn *c;
-	struct tp *t;
+	struct path_stream *s;
 	ssize_t r;
 
-	t = io_begin(fd, &c);
-	if (t) {
-		r = shim_ret(rdma_mmsg(c, t, fd, vec, vlen, flags, 0));
+	s = io_begin(fd, &c);
+	if (s) {
+		r = shim_ret(rdma_mmsg(c, s, fd, vec, vlen, flags, 0));
 	} else if (c && RSOCK_UNLIKELY(c->stale_ack) && io_ack_pending(c)) {
 		errno = EAGAIN;
 		r = -1;
@@ -553,8 +556,8 @@ RSOCK_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int fl
 
 /* sendfile to an RDMA stream: read a block from the file, send it. Returns
  * what was sent; the file offset (or *off) advances by exactly that. */
-static ssize_t rdma_sendfile(struct conn *c, struct tp *t, int out_fd, int in_fd, off64_t *off,
-			     size_t n)
+static ssize_t rdma_sendfile(struct conn *c, struct path_stream *s, int out_fd, int in_fd,
+			     off64_t *off, size_t n)
 {
 	char buf[64 * 1024];
 	size_t chunk = n < sizeof(buf) ? n : sizeof(buf);
@@ -566,7 +569,7 @@ static ssize_t rdma_sendfile(struct conn *c, struct tp *t, int out_fd, int in_fd
 		return got < 0 ? -errno : 0;
 	v.iov_base = buf;
 	v.iov_len = (size_t)got;
-	sent = rdma_send(c, t, out_fd, &v, 1, 0);
+	sent = rdma_send(c, s, out_fd, &v, 1, 0);
 	if (sent < 0)
 		return sent;
 	if (off)
@@ -581,12 +584,12 @@ static RSOCK_COLD ssize_t sendfile_slow(int out_fd, int in_fd, off_t *off, size_
 	off64_t o = off ? *off : 0;
 	ssize_t r;
 	struct conn *c;
-	struct tp *t = io_begin(out_fd, &c);
+	struct path_stream *s = io_begin(out_fd, &c);
 
 	/* (A socket is no source for sendfile: the kernel says EINVAL for an
 	 * RDMA stream's socket as for any other.) */
-	if (t) {
-		r = shim_ret(rdma_sendfile(c, t, out_fd, in_fd, off ? &o : NULL, n));
+	if (s) {
+		r = shim_ret(rdma_sendfile(c, s, out_fd, in_fd, off ? &o : NULL, n));
 		if (off)
 			*off = (off_t)o;
 	} else {
@@ -651,7 +654,7 @@ static int pipe_nonblock(int fd, unsigned int flags)
  * written to the pipe, and only what the pipe took is consumed. The pipe's
  * room is waited for first, as the kernel does, and the write asks for no
  * more than that room. */
-static ssize_t splice_from_stream(struct conn *c, struct tp *t, int pfd, size_t len,
+static ssize_t splice_from_stream(struct conn *c, struct path_stream *s, int pfd, size_t len,
 				  unsigned int flags)
 {
 	char buf[64 * 1024];
@@ -677,21 +680,21 @@ static ssize_t splice_from_stream(struct conn *c, struct tp *t, int pfd, size_t 
 	v.iov_len = len < sizeof(buf) ? len : sizeof(buf);
 	if ((size_t)room < v.iov_len)
 		v.iov_len = (size_t)room;
-	got = rdma_recv(c, t, &v, 1, MSG_PEEK);
+	got = rdma_recv(c, s, &v, 1, MSG_PEEK);
 	if (got <= 0)
 		return got;
 	put = rsock_real.write(pfd, buf, (size_t)got);
 	if (put <= 0)
 		return put < 0 ? -errno : 0;
 	v.iov_len = (size_t)put;
-	got = rdma_recv(c, t, &v, 1, MSG_DONTWAIT); /* the bytes the pipe took */
+	got = rdma_recv(c, s, &v, 1, MSG_DONTWAIT); /* the bytes the pipe took */
 	if (got != put)
 		log_warn_rl("splice: %zd bytes peeked went to the pipe, %zd consumed "
 			    "(another thread read the stream meanwhile)", put, got);
 	return put;
 }
 
-static ssize_t splice_to_stream(struct conn *c, struct tp *t, int fd, int pfd, size_t len,
+static ssize_t splice_to_stream(struct conn *c, struct path_stream *s, int fd, int pfd, size_t len,
 				unsigned int flags)
 {
 	char buf[64 * 1024];
@@ -712,7 +715,7 @@ static ssize_t splice_to_stream(struct conn *c, struct tp *t, int fd, int pfd, s
 		ssize_t r;
 		v.iov_base = buf + sent;
 		v.iov_len = (size_t)(got - sent);
-		r = rdma_send(c, t, fd, &v, 1, 0);
+		r = rdma_send(c, s, fd, &v, 1, 0);
 		if (r < 0)
 			return sent ? sent : r;
 		sent += r;
@@ -724,23 +727,23 @@ static RSOCK_COLD ssize_t splice_slow(int in, loff_t *off_in, int out, loff_t *o
 				      unsigned int flags)
 {
 	struct conn *c;
-	struct tp *t;
+	struct path_stream *s;
 	ssize_t r;
 	int from_stream = !shim_fast(in), fd = from_stream ? in : out;
 	int pfd = from_stream ? out : in;
 	loff_t *off = from_stream ? off_in : off_out;
 
-	t = io_begin(fd, &c);
-	if (t && !off && !tp_kernel_only(t) && is_pipe(pfd)) {
+	s = io_begin(fd, &c);
+	if (s && !off && !path_kernel_only(s) && is_pipe(pfd)) {
 		if (from_stream) {
-			r = splice_from_stream(c, t, pfd, len, flags);
-		} else if (atomic_load(&c->nonblock) && !tp_switched(t) &&
-			   (r = tp_handover(t)) != -EPROTONOSUPPORT && r != -ENOTCONN) {
+			r = splice_from_stream(c, s, pfd, len, flags);
+		} else if (atomic_load(&c->nonblock) && !path_switched(s) &&
+			   (r = path_handover(s)) != -EPROTONOSUPPORT && r != -ENOTCONN) {
 			r = r ? r : shim_neg(REAL_CALL(splice, in, off_in, out, off_out, len, flags));
 			if (r > 0)
 				conn_account_tx(c, r);
 		} else {
-			r = splice_to_stream(c, t, fd, pfd, len, flags);
+			r = splice_to_stream(c, s, fd, pfd, len, flags);
 		}
 		r = shim_ret(r);
 	} else if (from_stream && c && RSOCK_UNLIKELY(c->stale_ack) && io_ack_pending(c)) {

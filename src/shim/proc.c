@@ -10,7 +10,7 @@
 #include "core/exec.h"
 #include "path/handover.h"
 #include "base/log.h"
-#include "path/rdma/transport.h"
+#include "path/path.h"
 
 RSOCK_EXPORT pid_t fork(void)
 {
@@ -94,17 +94,16 @@ static void decline_one(int fd, struct conn *c, void *arg)
  * order; what was not read yet goes to the new image (handover.h). */
 static void handover_one(int fd, struct conn *c, void *arg)
 {
-	struct tp *t = c->tp;
+	struct path_stream *s = c->stream;
 
 	(void)arg;
-	if (atomic_load(&c->path) != CONN_PATH_RDMA || !t || tp_switched(t))
+	if (atomic_load(&c->path) != CONN_PATH_RDMA || !s || path_switched(s))
 		return;
 	if (shim_vforked()) { /* our memory is the parent's (shim.h) */
 		if (ho_exec_inherits(fd))
-			tp_handover_shared(t);
-	} else if (ho_exec_inherits(fd) ||
-		   (t->owner == rsock_pid() && t->fork_gen != atomic_load(&ho_forks))) {
-		tp_handover(t);
+			path_handover_shared(s);
+	} else if (ho_exec_inherits(fd) || path_forked(s)) {
+		path_handover(s);
 	}
 }
 

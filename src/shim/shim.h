@@ -79,12 +79,12 @@ static inline struct conn *shim_conn(int fd)
 /* The stream of c (on fd) is about to be used where the library cannot
  * follow (stdio, another process through SCM_RIGHTS): one not settled yet
  * declines RDMA (both ends stay on TCP), an RDMA stream is handed over to
- * TCP (the SWITCH exchange), in order. Returns the stream's transport if it
- * was carried by RDMA (now switched: tp_prefix_left() bytes that came over
- * RDMA are still to be read here), else NULL. who names the taker in the
- * log. (fd.c) */
-struct tp;
-struct tp *shim_to_tcp(struct conn *c, int fd, const char *who);
+ * TCP (the SWITCH exchange), in order. Returns the stream's path object if
+ * it was carried by RDMA (now switched: path_prefix_left() bytes that came
+ * over RDMA are still to be read here), else NULL. who names the taker in
+ * the log. (fd.c) */
+struct path_stream;
+struct path_stream *shim_to_tcp(struct conn *c, int fd, const char *who);
 
 /* A buffer the kernel would refuse at once (its access_ok): one from 2^56
  * up (beyond any x86-64 or arm64 user space; a pointer such as (void *)-1)

@@ -2,6 +2,7 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
+#include <netinet/in.h>
 #include <poll.h>
 
 #include "shim/shim.h"
@@ -12,7 +13,7 @@
 #include "event/epoll.h"
 #include "base/log.h"
 #include "base/stats.h"
-#include "path/rdma/transport.h"
+#include "path/path.h"
 
 struct conn *shim_track_new(int fd, int domain, enum conn_role role, enum conn_path path,
 			    int nonblock)
@@ -126,13 +127,13 @@ again:
 	if (c && nfd >= 0) {
 		enum rsock_fallback_reason why = RSOCK_FB_RULES;
 		int saved = errno, refused = 0;
-		struct tp *t = NULL;
+		struct path_stream *s = NULL;
 		struct conn *n;
 		if (atomic_load(&c->rules) == RULES_RDMA) {
 			/* An accepted socket has its listener's buffer sizes. */
 			struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
 			if (rsock_config.mode == RSOCK_MODE_RDMA) {
-				refused = cm_server_accept(c, nfd, &b, &t, &why) < 0;
+				refused = cm_server_accept(c, nfd, &b, &s, &why) < 0;
 			} else if (cm_server_probed(c, nfd, &why) == 0) {
 				/* A librsock client: the handshake waits for the
 				 * first use of the stream, in whichever process
@@ -165,19 +166,19 @@ again:
 			return -1;
 		}
 		n = shim_track_new(nfd, c->domain, CONN_ROLE_ACCEPTED,
-				   t ? CONN_PATH_RDMA : CONN_PATH_TCP,
+				   s ? CONN_PATH_RDMA : CONN_PATH_TCP,
 				   is4 && (flags & SOCK_NONBLOCK));
-		if (n && t) {
-			n->tp = t;
+		if (n && s) {
+			n->stream = s;
 			atomic_store(&n->path, CONN_PATH_RDMA);
-		} else if (t) {
-			tp_close(t, 1);
-			t = NULL;
+		} else if (s) {
+			path_close(s, 1);
+			s = NULL;
 			why = RSOCK_FB_RESOURCES;
 		}
 		conn_unref(n);
-		stats_stream(t != NULL);
-		if (!t)
+		stats_stream(s != NULL);
+		if (!s)
 			stats_fallback(why);
 		errno = saved;
 	}
@@ -318,9 +319,9 @@ static RSOCK_COLD int shutdown_slow(int fd, int how)
 	}
 	r = 0;
 	if (how != SHUT_WR)
-		r = tp_shutdown_rd(c->tp, fd);
+		r = path_shutdown_rd(c->stream, fd);
 	if (how != SHUT_RD && r == 0)
-		r = tp_shutdown_wr(c->tp);
+		r = path_shutdown_wr(c->stream);
 	conn_unref(c);
 	return (int)shim_ret(r);
 }
@@ -337,7 +338,8 @@ RSOCK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *l
 	SHIM_PASS_FD(getsockopt, fd, fd, level, name, val, len);
 }
 
-/* The SOL_SOCKET options an RDMA stream keeps a copy of (transport.h). */
+/* The SOL_SOCKET options an RDMA stream keeps a copy of (path.h:
+ * sockopts_changed). */
 static int sockopt_kept(int name)
 {
 	switch (name) {
@@ -374,7 +376,7 @@ static RSOCK_COLD int setsockopt_slow(int fd, int level, int name, const void *v
 	 * rounds them): read back. */
 	if (c && r == 0 && level == SOL_SOCKET && sockopt_kept(name) &&
 	    atomic_load(&c->path) == CONN_PATH_RDMA)
-		tp_sockopts_changed(c->tp);
+		path_sockopts_changed(c->stream);
 	conn_unref(c);
 	return r;
 }

@@ -1,5 +1,5 @@
-/* Unit tests of the adaptive busy-poll's estimator (tp_spin_budget_ns and
- * tp_wait_note, src/transport.h), driven by a model of a waiter: its event
+/* Unit tests of the adaptive busy-poll's estimator (path_spin_budget_ns and
+ * path_wait_note, path/adapt.h), driven by a model of a waiter: its event
  * comes `rtt` after the wait starts; a wait that spins at least that long
  * catches it, one that spins less sleeps and also pays the wake-up. */
 #include <setjmp.h>
@@ -9,7 +9,8 @@
 
 #include <cmocka.h>
 
-#include "path/rdma/transport.h"
+#include "path/adapt.h"
+#include "path/rdma/transport.h" /* the receive path's tp_sink_note, tp_inline_limit */
 
 #define US 1000
 
@@ -22,22 +23,22 @@ struct run {
 /* One wait of a waiter whose event comes after rtt and whose sleep costs
  * wake more. Returns 1 when its spin caught the event; adds what it spun
  * to *spun. */
-static int one_wait(struct tp_adapt *a, int64_t rtt, int64_t wake, int64_t *spun)
+static int one_wait(struct path_adapt *a, int64_t rtt, int64_t wake, int64_t *spun)
 {
-	int64_t budget = tp_spin_budget_ns(a);
+	int64_t budget = path_spin_budget_ns(a);
 
 	if (budget >= rtt) {
-		tp_wait_note(a, rtt, TP_WAIT_SPUN);
+		path_wait_note(a, rtt, PATH_WAIT_SPUN);
 		*spun += rtt;
 		return 1;
 	}
-	tp_wait_note(a, rtt + wake, TP_WAIT_SLEPT);
+	path_wait_note(a, rtt + wake, PATH_WAIT_SLEPT);
 	*spun += budget;
 	return 0;
 }
 
 /* n such waits. */
-static struct run waits_on(struct tp_adapt *a, unsigned n, int64_t rtt, int64_t wake)
+static struct run waits_on(struct path_adapt *a, unsigned n, int64_t rtt, int64_t wake)
 {
 	struct run r = {0, 0, 0};
 
@@ -52,9 +53,9 @@ static struct run waits_on(struct tp_adapt *a, unsigned n, int64_t rtt, int64_t 
 /* The same from the average the library starts a stream with. */
 static struct run waits(unsigned n, int64_t rtt, int64_t wake)
 {
-	struct tp_adapt a;
+	struct path_adapt a;
 
-	tp_adapt_init(&a);
+	path_adapt_init(&a);
 	return waits_on(&a, n, rtt, wake);
 }
 
@@ -65,9 +66,9 @@ static void set(unsigned base_us, unsigned max_us)
 }
 
 /* A waiter whose average is avg_us. */
-static void start(struct tp_adapt *a, unsigned avg_us)
+static void start(struct path_adapt *a, unsigned avg_us)
 {
-	tp_adapt_init(a);
+	path_adapt_init(a);
 	atomic_store(&a->avg_ns, avg_us * US);
 }
 
@@ -87,14 +88,14 @@ static void test_short_waits_spin(void **state)
  * before, 109 us after. */
 static void test_one_sleep_does_not_stop_spinning(void **state)
 {
-	struct tp_adapt a;
+	struct path_adapt a;
 
 	(void)state;
 	set(20, 150);
 	start(&a, 110);
 	/* slow ones: the events came after 400 us, and the waiter slept */
 	for (unsigned i = 0; i < 100 && atomic_load(&a.avg_ns) <= 150 * US; i++)
-		tp_wait_note(&a, 400 * US + 350 * US, TP_WAIT_SLEPT);
+		path_wait_note(&a, 400 * US + 350 * US, PATH_WAIT_SLEPT);
 	assert_true(atomic_load(&a.avg_ns) > 150 * US); /* beyond the ceiling now */
 	assert_true(waits_on(&a, 100, 110 * US, 350 * US).caught >= 90);
 	assert_true(atomic_load(&a.avg_ns) <= 150 * US);
@@ -104,13 +105,13 @@ static void test_one_sleep_does_not_stop_spinning(void **state)
  * the others are still caught spinning. */
 static void test_near_the_ceiling(void **state)
 {
-	struct tp_adapt a;
+	struct path_adapt a;
 	unsigned caught = 0;
 	int64_t spun = 0;
 
 	(void)state;
 	set(20, 150);
-	tp_adapt_init(&a);
+	path_adapt_init(&a);
 	for (unsigned i = 0; i < 1000; i++)
 		caught += one_wait(&a, i % 10 == 9 ? 400 * US : 145 * US, 350 * US, &spun);
 	assert_true(caught >= 850);
@@ -123,14 +124,14 @@ static void test_near_the_ceiling(void **state)
  * microseconds more spinning per wait (bench/results/changes.md). */
 static void test_jitter_late_events_spin(void **state)
 {
-	struct tp_adapt a;
+	struct path_adapt a;
 	unsigned late = 0, late_caught = 0, caught = 0;
 	uint32_t x = 12345;
 	int64_t spun = 0;
 
 	(void)state;
 	set(20, 500);
-	tp_adapt_init(&a);
+	path_adapt_init(&a);
 	for (unsigned i = 0; i < 20000; i++) {
 		x = x * 1103515245u + 12345u; /* a fixed pseudo-random sequence */
 		int is_late = (x >> 16) % 10 == 0;
@@ -147,19 +148,19 @@ static void test_jitter_late_events_spin(void **state)
 }
 
 /* Events beyond the ceiling: the waiter mostly does not spin (one wait in
- * TP_PROBE_EVERY spins the ceiling, to notice when they come back). */
+ * PATH_PROBE_EVERY spins the ceiling, to notice when they come back). */
 static void test_long_waits_mostly_sleep(void **state)
 {
-	struct tp_adapt a;
+	struct path_adapt a;
 	struct run r;
 
 	(void)state;
 	set(20, 500);
-	tp_adapt_init(&a);
+	path_adapt_init(&a);
 	r = waits_on(&a, 800, 5000 * US, 350 * US);
 	assert_int_equal(r.caught, 0);
-	/* at most one ceiling per TP_PROBE_EVERY waits, RSOCK_POLL_US otherwise */
-	assert_true(r.spun <= 800 * 20 * US + (800 / TP_PROBE_EVERY + 2) * 500 * US);
+	/* at most one ceiling per PATH_PROBE_EVERY waits, RSOCK_POLL_US otherwise */
+	assert_true(r.spun <= 800 * 20 * US + (800 / PATH_PROBE_EVERY + 2) * 500 * US);
 	/* and once they come back within the ceiling, the spinning does too */
 	assert_int_equal(waits_on(&a, 1000, 300 * US, 350 * US).caught_last, 100);
 }
@@ -170,37 +171,37 @@ static void test_long_waits_mostly_sleep(void **state)
  * second each; the first event ends the quiet, and the probes resume. */
 static void test_quiet_never_probes(void **state)
 {
-	struct tp_adapt a;
+	struct path_adapt a;
 	int64_t spun = 0;
 
 	(void)state;
 	set(20, 500);
-	tp_adapt_init(&a);
+	path_adapt_init(&a);
 	for (unsigned i = 0; i < 100; i++) {
-		int64_t b = tp_spin_budget_ns(&a);
+		int64_t b = path_spin_budget_ns(&a);
 		spun += b;
-		tp_wait_note(&a, b + 1000000000LL, TP_WAIT_TIMEOUT);
+		path_wait_note(&a, b + 1000000000LL, PATH_WAIT_TIMEOUT);
 	}
 	/* the first wait (a new stream's probe) only */
 	assert_true(spun <= 500 * US + 99 * 20 * US);
 	/* events again, within the ceiling: the spinning comes back */
-	tp_wait_note(&a, 3000 * US, TP_WAIT_SLEPT);
+	path_wait_note(&a, 3000 * US, PATH_WAIT_SLEPT);
 	assert_int_equal(waits_on(&a, 200, 100 * US, 350 * US).caught_last, 100);
 }
 
 /* RSOCK_POLL_US=0 turns spinning off; a ceiling at the floor never probes. */
 static void test_off(void **state)
 {
-	struct tp_adapt a;
+	struct path_adapt a;
 
 	(void)state;
 	set(0, 500);
 	start(&a, 100);
-	assert_int_equal(tp_spin_budget_ns(&a), 0);
+	assert_int_equal(path_spin_budget_ns(&a), 0);
 	set(20, 20);
 	start(&a, 100);
-	for (unsigned i = 0; i < 2 * TP_PROBE_EVERY; i++)
-		assert_int_equal(tp_spin_budget_ns(&a), 20 * US);
+	for (unsigned i = 0; i < 2 * PATH_PROBE_EVERY; i++)
+		assert_int_equal(path_spin_budget_ns(&a), 20 * US);
 }
 
 /* The bulk-sink rule (tp_sink_note): large reads make a sink after

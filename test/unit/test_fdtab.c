@@ -278,16 +278,16 @@ static void test_pool_poison(void **state)
 	struct conn *c = conn_new(AF_INET), *d;
 
 	assert_non_null(c);
-	assert_false(__asan_address_is_poisoned(&c->tp));
+	assert_false(__asan_address_is_poisoned(&c->stream));
 	conn_unref(c);
 	assert_true(__asan_address_is_poisoned(&c->lock));
-	assert_true(__asan_address_is_poisoned(&c->tp));
+	assert_true(__asan_address_is_poisoned(&c->stream));
 	assert_true(__asan_address_is_poisoned(&c->later_on));
 	assert_false(__asan_address_is_poisoned(&c->refs));
 	assert_false(__asan_address_is_poisoned(&c->pool_next));
 	d = conn_new(AF_INET6); /* the pool's last in is the next out */
 	assert_ptr_equal(d, c);
-	assert_false(__asan_address_is_poisoned(&d->tp));
+	assert_false(__asan_address_is_poisoned(&d->stream));
 	assert_false(__asan_address_is_poisoned(&d->later_on));
 	assert_int_equal(d->domain, AF_INET6);
 	conn_unref(d);

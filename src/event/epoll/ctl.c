@@ -100,7 +100,8 @@ static int ctl_path(struct conn *sc, int op)
 {
 	int path = atomic_load(&sc->path);
 
-	if (op == EPOLL_CTL_ADD && path == CONN_PATH_RDMA && sc->tp && tp_kernel_only(sc->tp))
+	if (op == EPOLL_CTL_ADD && path == CONN_PATH_RDMA && sc->stream &&
+	    path_kernel_only(sc->stream))
 		path = CONN_PATH_TCP;
 	return path;
 }

@@ -69,7 +69,7 @@ static struct ep *ep_new(void)
 	pthread_mutex_init(&ep->lock, NULL);
 	ep->owner = rsock_pid();
 	ep->kfd = ep->readyfd = -1;
-	tp_adapt_init(&ep->wait);
+	path_adapt_init(&ep->wait);
 	return ep;
 }
 

@@ -23,7 +23,8 @@ extern __thread int ep_oom;
 #include <utlist.h>
 
 #include "event/epoll.h"
-#include "path/rdma/transport.h"
+#include "path/adapt.h"
+#include "path/path.h"
 
 struct ep_item {
 	UT_hash_handle hh;       /* ep->items, by fd */
@@ -51,7 +52,7 @@ struct ep_item {
 struct ep {
 	pthread_mutex_t lock;
 	pid_t owner;             /* the process that made the shadow */
-	struct tp_adapt wait;   /* recent waits that had to wait (adaptive spin) */
+	struct path_adapt wait;   /* recent waits that had to wait (adaptive spin) */
 	int kfd;                 /* our duplicate of the epoll descriptor, or -1 */
 	int readyfd;             /* eventfd: readable while the ready list is not empty */
 	int readyfd_set;         /* readyfd holds a count (is readable) */
@@ -104,7 +105,7 @@ void ep_idle_add(struct ep *ep, struct ep_item *it);
 /* On the ready list (off the idle list); not for a kernel-held item.
  * Caller holds ep->lock. */
 void ep_ready_add(struct ep *ep, struct ep_item *it);
-/* Whether a stream is worth reporting now: ev its readiness (tp_ready),
+/* Whether a stream is worth reporting now: ev its readiness (path_ready),
  * seq its event count. */
 static inline int ep_item_reportable(const struct ep_item *it, uint32_t ev, uint64_t seq)
 {

@@ -149,7 +149,7 @@ int ep_idle_arm(struct ep *ep)
 		uint32_t ev;
 
 		idle_del(ep, it);
-		ev = (uint16_t)tp_ready(it->c->tp, 1, &seq);
+		ev = (uint16_t)path_ready(it->c->stream, 1, &seq);
 		if (!it->disabled && ep_item_reportable(it, ev, seq)) {
 			ep_ready_add(ep, it);
 			found = 1;
@@ -174,7 +174,7 @@ void ep_item_widen(struct ep *ep, struct ep_item *it)
 	uint32_t want = EPOLLRDHUP | EPOLLET |
 			(it->events & (EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDNORM | EPOLLWRNORM));
 
-	if (it->cfd < 0 || it->cfd_events == want || !tp_switched(it->c->tp))
+	if (it->cfd < 0 || it->cfd_events == want || !path_switched(it->c->stream))
 		return;
 	e.events = want;
 	e.data.ptr = (char *)it + 1;
@@ -186,7 +186,7 @@ void ep_item_widen(struct ep *ep, struct ep_item *it)
 void ep_item_check(struct ep *ep, struct ep_item *it)
 {
 	uint64_t seq;
-	uint32_t ev = (uint16_t)tp_ready(it->c->tp, 1, &seq);
+	uint32_t ev = (uint16_t)path_ready(it->c->stream, 1, &seq);
 
 	ep_item_widen(ep, it);
 
@@ -198,9 +198,9 @@ void ep_item_check(struct ep *ep, struct ep_item *it)
  * one's registrations. */
 int ep_item_hook(struct ep *ep, struct ep_item *it)
 {
-	struct tp *t = it->c->tp;
+	struct path_stream *s = it->c->stream;
 	struct epoll_event e;
-	int fds[2] = {tp_event_fd(t), t->tcp_fd};
+	int fds[2] = {path_event_fd(s), path_control_fd(s)};
 	uint32_t evs[2] = {EPOLLIN, EPOLLRDHUP | EPOLLET};
 	int *mine[2] = {&it->efd, &it->cfd};
 
@@ -216,9 +216,8 @@ int ep_item_hook(struct ep *ep, struct ep_item *it)
 		else if (errno != EEXIST)
 			return -errno;
 	}
-	atomic_fetch_add_explicit(&t->watchers, 1, memory_order_relaxed);
-	if (ep->owner != rsock_pid()) /* ep_item_unhook will not take them out */
-		atomic_store_explicit(&t->hooked_shared, 1, memory_order_relaxed);
+	/* shared: ep_item_unhook will not take them out */
+	path_watchers_add(s, 1, ep->owner != rsock_pid());
 	return 0;
 }
 
@@ -228,7 +227,7 @@ void ep_item_unhook(struct ep *ep, struct ep_item *it)
 	struct ep_item *o, *tmp;
 	struct epoll_event e;
 
-	atomic_fetch_sub_explicit(&it->c->tp->watchers, 1, memory_order_relaxed);
+	path_watchers_add(it->c->stream, -1, 0);
 	if (ep->owner != rsock_pid())
 		return; /* the kernel instance is shared with the parent: leave it */
 	HASH_ITER(hh, ep->items, o, tmp)
@@ -368,7 +367,7 @@ void ep_convert(struct ep *ep, int epfd)
 		if (it->rdma)
 			continue;
 		path = atomic_load(&it->c->path);
-		if (path != CONN_PATH_RDMA || !it->c->tp || ep_arm_kernel(ep, epfd))
+		if (path != CONN_PATH_RDMA || !it->c->stream || ep_arm_kernel(ep, epfd))
 			continue;
 		/* The kernel's registration of the control socket goes; the
 		 * stream's readiness is ours from now on. */

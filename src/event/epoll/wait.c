@@ -59,8 +59,8 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen, i
 			it->idle_n++; /* counted once per ep_wait call */
 		it->idle_gen = gen;
 		arm_now = !lazy || ep->n_idle >= EP_IDLE_MAX || it->idle_n >= EP_IDLE_WAITS;
-		ev = (uint16_t)tp_ready(it->c->tp, arm_now, &seq); /* RDNORM/WRNORM included */
-		if (RSOCK_UNLIKELY(tp_switched(it->c->tp)))
+		ev = (uint16_t)path_ready(it->c->stream, arm_now, &seq); /* RDNORM/WRNORM included */
+		if (RSOCK_UNLIKELY(path_switched(it->c->stream)))
 			ep_item_widen(ep, it);
 		ev &= it->events | EPOLLERR | EPOLLHUP;
 		report = ep_item_reportable(it, ev, seq);
@@ -86,7 +86,7 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen, i
 			it->idle_n = 0;
 		}
 		/* Armed: the next completion event brings it back. */
-		if (!arm_now && !tp_armed(it->c->tp))
+		if (!arm_now && !path_armed(it->c->stream))
 			ep_idle_add(ep, it);
 	}
 	DL_CONCAT(ep->ready, keep);
@@ -101,20 +101,20 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen, i
  * Lock not held. */
 #define EP_SPIN_MAX_STREAMS 16
 /* Whether a spin started at start goes on until end; one that has lasted
- * TP_YIELD_AFTER_NS yields the CPU first (transport.h). */
+ * PATH_YIELD_AFTER_NS yields the CPU first (path/adapt.h). */
 static int spin_go_on(int64_t start, int64_t end)
 {
 	int64_t now = clock_now_ns();
 
 	if (now >= end)
 		return 0;
-	tp_spin_yield(now - start);
+	path_spin_yield(now - start);
 	return 1;
 }
 
 static int spin(struct ep *ep, int64_t start)
 {
-	int64_t end, budget = tp_spin_budget_ns(&ep->wait);
+	int64_t end, budget = path_spin_budget_ns(&ep->wait);
 	int found = 0;
 	unsigned rounds = 0;
 
@@ -128,7 +128,7 @@ static int spin(struct ep *ep, int64_t start)
 		pthread_mutex_lock(&ep->lock);
 		HASH_ITER(hh, ep->items, it, tmp)
 		{
-			if (it->rdma && !it->disabled && tp_spin(it->c->tp)) {
+			if (it->rdma && !it->disabled && path_spin(it->c->stream)) {
 				ep_ready_add(ep, it);
 				found = 1;
 			}
@@ -200,14 +200,13 @@ static int absorb(struct ep *ep, struct epoll_event *evs, int from, int k, int *
 			continue;
 		}
 		if (it && ctl) {
-			tp_control_event(it->c->tp);
+			path_control_event(it->c->stream);
 			ep_ready_add(ep, it);
 			(*internal)++;
 			continue;
 		}
 		if (it) {
-			if (tp_consume(it->c->tp) &&
-			    atomic_load_explicit(&it->c->tp->watchers, memory_order_relaxed) > 1)
+			if (path_consume(it->c->stream) && path_watchers(it->c->stream) > 1)
 				event_kick(); /* other instances slept on it too */
 			ep_ready_add(ep, it);
 			(*internal)++;
@@ -287,7 +286,7 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 	struct ep *ep = epc->instance;
 	int64_t tmo_ns = event_tmo_ns(tmo);
 	int64_t deadline = 0, wstart = 0;
-	int slept = 0; /* a kernel wait that could sleep happened (tp_wait_note) */
+	int slept = 0; /* a kernel wait that could sleep happened (path_wait_note) */
 	uint64_t gen;
 	int r;
 
@@ -312,8 +311,8 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 			ep_readyfd_update(ep);
 			pthread_mutex_unlock(&ep->lock);
 			if (wstart)
-				tp_wait_note(&ep->wait, clock_now_ns() - wstart,
-					     slept ? TP_WAIT_SLEPT : TP_WAIT_SPUN);
+				path_wait_note(&ep->wait, clock_now_ns() - wstart,
+					     slept ? PATH_WAIT_SLEPT : PATH_WAIT_SPUN);
 			return n;
 		}
 		pthread_mutex_unlock(&ep->lock);
@@ -363,8 +362,8 @@ int ep_wait(struct conn *epc, int epfd, struct epoll_event *evs, int max,
 		ep_readyfd_update(ep);
 		pthread_mutex_unlock(&ep->lock);
 		if (wstart && (m || (!internal && k == 0)))
-			tp_wait_note(&ep->wait, clock_now_ns() - wstart,
-				     !slept ? TP_WAIT_SPUN : m ? TP_WAIT_SLEPT : TP_WAIT_TIMEOUT);
+			path_wait_note(&ep->wait, clock_now_ns() - wstart,
+				     !slept ? PATH_WAIT_SPUN : m ? PATH_WAIT_SLEPT : PATH_WAIT_TIMEOUT);
 		if (m)
 			return m;
 		if (!internal && k == 0)

@@ -166,8 +166,8 @@ void tp_close(struct tp *t, int abort)
 	published = tp_switch_for_children(t, forked, clock_now_ms() + TP_SWITCH_MS, &pfd);
 	pthread_mutex_unlock(&t->lock);
 	if (published)
-		ho_publish(t, pfd);
-	ho_unregister(t, forked);
+		ho_publish(&t->s, pfd);
+	ho_unregister(&t->s, forked);
 	pthread_mutex_lock(&t->lock);
 	if (tp_switched(t)) {
 		/* Like TCP closing with unread data (unless another process may
@@ -284,7 +284,7 @@ void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
 	if (until_ns - clock_now_ns() > 50 * 1000000LL &&
 	    tp_switch_for_children(t, t->fork_gen != atomic_load(&ho_forks), until_ns / 1000000, &pfd)) {
 		pthread_mutex_unlock(&t->lock);
-		ho_publish(t, pfd);
+		ho_publish(&t->s, pfd);
 		log_debug("fd %d: at exit, moved to TCP for a child that may hold it", t->tcp_fd);
 		return;
 	}

@@ -43,13 +43,14 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 
 	if (!t)
 		return -ENOMEM;
+	t->s.ops = &tp_path_ops;
 	pthread_mutex_init(&t->lock, NULL);
 	t->owner = rsock_pid();
 	atomic_init(&t->ctl_dirty, 1);
 	/* A new stream's first waits are for the answer to its first request
 	 * (or for that request): its first wait spins up to RSOCK_POLL_MAX_US
 	 * (doc/design.md, "Wire protocol"). */
-	tp_adapt_init(&t->wait);
+	path_adapt_init(&t->wait);
 	atomic_init(&t->rcvlowat, 1);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. */
@@ -161,7 +162,7 @@ void tp_up(struct tp *t)
 {
 	t->up = 1;
 	t->fork_gen = atomic_load(&ho_forks);
-	t->rec = ho_register(t);
+	t->rec = ho_register(&t->s);
 }
 
 int tp_create_cq(struct tp *t)

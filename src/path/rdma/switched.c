@@ -35,7 +35,7 @@ static int sw_ask(struct tp *t)
 			t->pre = pre;
 			pre = NULL;
 			atomic_store_explicit(&t->sw, 1, memory_order_release);
-		} else if (rc == 0 && ho_vfork_keep(t, pre)) {
+		} else if (rc == 0 && ho_vfork_keep(&t->s, pre)) {
 			/* A vfork child: t is the owner's, whose thread switched
 			 * it; pre goes to the new image beside the duplicate. */
 			pre = NULL;
@@ -116,6 +116,7 @@ int tp_adopt(int fd, struct ho_pre *pre, struct tp **out)
 
 	if (!t)
 		return -ENOMEM;
+	t->s.ops = &tp_path_ops;
 	pthread_mutex_init(&t->lock, NULL);
 	t->owner = rsock_pid();
 	t->tcp_fd = ownfd_dup(fd);

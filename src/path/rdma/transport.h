@@ -1,14 +1,20 @@
 /* transport.h - the RDMA data path of one stream: registered rings, RDMA
  * WRITE WITH IMMEDIATE into the peer's ring, credits, completions, waiting.
  *
- * A struct tp is created by cm.c during the handshake (tp_new), gets its QP
- * from rdma_cm (tp_qp_ready), and is then driven by the shims through
- * tp_send/tp_recv. All functions return -errno on failure. One mutex (tp->lock)
- * protects the whole object; it is released while a caller sleeps in poll(). */
+ * The RDMA path's implementation of path.h. A struct tp is created by
+ * negotiation during the handshake (tp_new), gets its QP from rdma_cm
+ * (tp_create_qp), and is handed upward as its struct path_stream (t->s):
+ * the layers above drive it only through path.h's ops (tp_path_ops, ops.c),
+ * never through this header, which only the RDMA path itself, negotiation
+ * (its set-up), core/exec.c (tp_adopt) and init.c (the hooks, fork handlers
+ * and reaper it registers) include. All functions return -errno on failure.
+ * One mutex (tp->lock) protects the whole object; it is released while a
+ * caller sleeps in poll(). */
 #ifndef RSOCK_TRANSPORT_H
 #define RSOCK_TRANSPORT_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -22,6 +28,8 @@
 #include "base/config.h"
 #include "base/proto.h"
 #include "base/ring.h"
+#include "path/adapt.h"
+#include "path/path.h"
 
 #define TP_SQ_DEPTH 128
 /* Part of the wire protocol: a receiver takes one more as an error (see
@@ -47,110 +55,6 @@ static inline uint32_t tp_inline_limit(uint32_t reported)
  * TCP; new streams stay on TCP (cm.c). See doc/design.md, "Descriptors, fork,
  * exec". */
 extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
-
-/* Adaptive busy-poll (doc/design.md, "Wire protocol"). A waiter that
- * usually gets its event soon (avg_ns: the recent time from starting to wait to the
- * event, an EWMA; dev_ns: the mean deviation from it, as TCP keeps its
- * round trip's, RFC 6298) spins up to the average and four deviations, and
- * at least twice the average, within [RSOCK_POLL_US, RSOCK_POLL_MAX_US]:
- * the late events of a jittery path are caught too; one whose waits are
- * longer than the ceiling (an idle stream) spins only RSOCK_POLL_US, except every TP_PROBE_EVERY-th wait,
- * which spins the ceiling (a probe). A wait that sleeps also pays the
- * wake-up, which can be longer than the wait itself (350 us in a TCG
- * guest): it counts as at most just beyond the ceiling, so that one sleep
- * near the ceiling does not stop the spinning, and an event caught spinning
- * while the average is beyond the ceiling sets the average to its time.
- * Without that, a waiter whose events came back within the ceiling went on
- * looking slower than it for ever (bench/results/changes.md). One per
- * stream (blocking calls) and one per epoll instance. */
-#define TP_PROBE_EVERY 8
-/* A spin that has lasted this long yields the CPU (sched_yield) each time
- * it reads the clock: when the thread that makes the event (the peer, on
- * the same host) shares this CPU, it gets to run at once instead of after
- * the spin (a 64 B ping-pong with both ends on one CPU of the guest: p50
- * 1.48 ms, 0.43 ms yielding; kernel TCP 0.22 ms). Shorter spins do not
- * yield: a system call every 16th poll cost the guest's 64 B round trip
- * 3-12 us when both ends have CPUs of their own (doc/design.md, "Wire
- * protocol"). */
-#define TP_YIELD_AFTER_NS 50000
-static inline void tp_spin_yield(int64_t spun_ns)
-{
-	if (spun_ns >= TP_YIELD_AFTER_NS)
-		sched_yield();
-}
-struct tp_adapt {
-	_Atomic uint32_t avg_ns;
-	_Atomic uint32_t dev_ns; /* mean deviation of the waits from avg_ns */
-	_Atomic uint32_t beyond; /* waits started with avg_ns beyond the ceiling */
-	_Atomic int quiet;       /* the last wait timed out with no event: no probe */
-};
-
-/* How a wait ended (tp_wait_note). */
-enum tp_wait_end {
-	TP_WAIT_SPUN,    /* its event was caught spinning */
-	TP_WAIT_SLEPT,   /* it slept, and its event woke it */
-	TP_WAIT_TIMEOUT, /* it slept, and no event came: a quiet stream */
-};
-
-/* Just beyond the ceiling: what a wait that slept counts for at most. */
-static inline uint32_t tp_adapt_beyond_ns(void)
-{
-	return tp_settings.poll_max_us * 1000u + 1000u;
-}
-
-/* A new waiter starts beyond the ceiling: its first wait is a probe. */
-static inline void tp_adapt_init(struct tp_adapt *a)
-{
-	atomic_init(&a->avg_ns, tp_adapt_beyond_ns());
-	atomic_init(&a->dev_ns, 0);
-	atomic_init(&a->beyond, 0);
-	atomic_init(&a->quiet, 0);
-}
-
-/* The spin budget of the wait about to start, in nanoseconds. */
-static inline int64_t tp_spin_budget_ns(struct tp_adapt *a)
-{
-	int64_t base = (int64_t)tp_settings.poll_us * 1000, max = (int64_t)tp_settings.poll_max_us * 1000;
-	int64_t avg = atomic_load_explicit(&a->avg_ns, memory_order_relaxed), b = 2 * avg;
-	int64_t tail = avg + 4 * (int64_t)atomic_load_explicit(&a->dev_ns, memory_order_relaxed);
-
-	if (!base || !avg)
-		return base;
-	if (avg > max) /* a quiet stream (its last wait ended with no event) never probes */
-		return max > base && !atomic_load_explicit(&a->quiet, memory_order_relaxed) &&
-				       !(atomic_fetch_add_explicit(&a->beyond, 1, memory_order_relaxed) %
-					 TP_PROBE_EVERY)
-			       ? max
-			       : base;
-	if (tail > b)
-		b = tail;
-	return b > max ? max : b < base ? base : b;
-}
-
-/* Fold one wait of waited_ns into the average. */
-static inline void tp_wait_note(struct tp_adapt *a, int64_t waited_ns, enum tp_wait_end end)
-{
-	uint32_t avg = atomic_load_explicit(&a->avg_ns, memory_order_relaxed);
-	uint32_t cap = tp_adapt_beyond_ns();
-	uint32_t w = waited_ns < 0 ? 0 : waited_ns > cap ? cap : (uint32_t)waited_ns;
-
-	if ((end == TP_WAIT_TIMEOUT) != atomic_load_explicit(&a->quiet, memory_order_relaxed))
-		atomic_store_explicit(&a->quiet, end == TP_WAIT_TIMEOUT, memory_order_relaxed);
-	uint32_t dev = atomic_load_explicit(&a->dev_ns, memory_order_relaxed);
-
-	if (end == TP_WAIT_SPUN && avg > cap - 1000u)
-		avg = 0; /* beyond the ceiling, and yet caught spinning: start again */
-	if (avg) {
-		uint32_t d = w > avg ? w - avg : avg - w;
-		dev = (uint32_t)(((uint64_t)dev * 3 + d) / 4);
-		avg = (uint32_t)(((uint64_t)avg * 7 + w) / 8);
-	} else {
-		dev = w / 2; /* as RFC 6298's first measurement */
-		avg = w ? w : 1;
-	}
-	atomic_store_explicit(&a->dev_ns, dev, memory_order_relaxed);
-	atomic_store_explicit(&a->avg_ns, avg, memory_order_relaxed);
-}
 
 /* A reader that has waited TP_SINK_WAITS times more after reading at least
  * TP_SINK_BYTES than after reading less, since it last sent, is a bulk
@@ -183,17 +87,8 @@ static inline int tp_sink_note(unsigned *waits, uint64_t read_since)
 struct ho_pre;
 struct ho_rec;
 
-/* A thread asleep on a stream (poll() or a blocking call): woken through
- * its thread's eventfd when another thread's progress changes the stream
- * (tp_wait_fd). */
-struct tp_waiter {
-	struct tp_waiter *next;
-	int fd;                      /* the sleeping thread's wake-up eventfd, -1: none */
-	int rung;
-	int on;                      /* counted in the stream's sleepers */
-};
-
 struct tp {
+	struct path_stream s;        /* first: what the layers above hold (path.h) */
 	pthread_mutex_t lock;
 	struct tp *reap_next;        /* on the list of closed streams to tear down */
 	int close_abort;             /* tp_close's verdict, for the teardown */
@@ -255,7 +150,7 @@ struct tp {
 	_Atomic int armed;           /* a completion event is requested or pending */
 	_Atomic int sleepers;        /* threads asleep on the channel in poll() or a
 	                                blocking call (tp_wait_fd, wait_event) */
-	struct tp_waiter *waitq;     /* those of them with a wake-up eventfd, under lock */
+	struct path_waiter *waitq;     /* those of them with a wake-up eventfd, under lock */
 	_Atomic uint64_t evseq;      /* counts completions and control events */
 	_Atomic int watchers;        /* epoll registrations of this stream */
 	_Atomic int hooked_shared;   /* registered in an epoll instance another
@@ -263,7 +158,7 @@ struct tp {
 				      * stay there, so the ring cache drops it */
 	_Atomic int ctl_dirty;       /* the control connection was seen readable */
 	int64_t ctl_last_ms;         /* when an empty read last looked at it */
-	struct tp_adapt wait;        /* recent waits for an event (tp_spin_budget_ns) */
+	struct path_adapt wait;        /* recent waits for an event (path_spin_budget_ns) */
 	unsigned sink_waits;         /* tp_sink_note's count: read waits after reading at
 	                                least TP_SINK_BYTES less those after reading less,
 	                                since the application last sent */
@@ -279,6 +174,17 @@ struct tp {
 	struct ho_rec *rec;          /* the record other processes ask through */
 	unsigned fork_gen;           /* ho_forks when the stream came up */
 };
+
+/* The stream object of a struct path_stream the RDMA path made (its ops
+ * are tp_path_ops). */
+static inline struct tp *tp_of(struct path_stream *s)
+{
+	return (struct tp *)((char *)s - offsetof(struct tp, s));
+}
+
+/* The RDMA path's implementation of path.h (ops.c): thin adapters to the
+ * tp_* functions below. Every struct tp has it (tp_new, tp_adopt). */
+extern const struct path_ops tp_path_ops RSOCK_HIDDEN;
 
 /* What the RDMA path calls in the layers above it, set by init.c before any
  * stream exists (tp_hooks_set). A member left NULL (unit tests) does
@@ -387,16 +293,17 @@ short tp_poll_events(struct tp *t);
 /* The descriptor to sleep on for this stream's progress (the completion
  * channel), after arming notification. Returns -1 when nothing needs arming
  * (already ready). A descriptor returned makes the caller a sleeper until
- * tp_wait_end(t, w), and the caller must also sleep on tp_thread_wakefd().
+ * tp_wait_end(t, w), and the caller must also sleep on tp_thread_wakefd()
+ * (w->fd, when the wait is queued).
  * Several threads may sleep on one stream (ruby: one thread writing and
  * one reading a socket, each in poll(); it hung): one of them can take the
  * channel's event and the completion it announced while another is
  * between its look and its sleep. So a thread that consumes an event
  * while others sleep re-arms the CQ for them (tp_consume), and progress
  * made by any thread wakes the other sleepers (their wake-up eventfds). */
-int tp_wait_fd(struct tp *t, struct tp_waiter *w);
+int tp_wait_fd(struct tp *t, struct path_waiter *w);
 /* Ends the wait tp_wait_fd began on w; nothing when it began none. */
-void tp_wait_end(struct tp *t, struct tp_waiter *w);
+void tp_wait_end(struct tp *t, struct path_waiter *w);
 /* This thread's wake-up eventfd (closed when the thread ends), or -1 when
  * it has none. */
 int tp_thread_wakefd(void);

@@ -54,7 +54,7 @@ void tp_wake_fork_child(void)
 /* Wake the other sleepers: something changed. Caller holds t->lock. */
 void tp_waitq_wake(struct tp *t)
 {
-	for (struct tp_waiter *w = t->waitq; w; w = w->next)
+	for (struct path_waiter *w = t->waitq; w; w = w->next)
 		if (!w->rung && w->fd != my_wakefd) {
 			uint64_t one = 1;
 			w->rung = 1;
@@ -64,7 +64,7 @@ void tp_waitq_wake(struct tp *t)
 		}
 }
 
-static void waitq_add(struct tp *t, struct tp_waiter *w)
+static void waitq_add(struct tp *t, struct path_waiter *w)
 {
 	w->fd = tp_thread_wakefd();
 	w->rung = 0;
@@ -74,11 +74,11 @@ static void waitq_add(struct tp *t, struct tp_waiter *w)
 	}
 }
 
-static void waitq_del(struct tp *t, struct tp_waiter *w)
+static void waitq_del(struct tp *t, struct path_waiter *w)
 {
 	if (w->fd < 0)
 		return;
-	for (struct tp_waiter **p = &t->waitq; *p; p = &(*p)->next)
+	for (struct path_waiter **p = &t->waitq; *p; p = &(*p)->next)
 		if (*p == w) {
 			*p = w->next;
 			break;
@@ -148,10 +148,10 @@ int tp_intr_fails(int64_t deadline)
 int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 {
 	struct pollfd p[3];
-	struct tp_waiter w;
+	struct path_waiter w;
 	int rc, ms = -1, intr, prc;
 	int64_t start = clock_now_ns();
-	int64_t budget = tp_spin_budget_ns(&t->wait);
+	int64_t budget = path_spin_budget_ns(&t->wait);
 
 	if (sink && budget > (int64_t)tp_settings.poll_us * 1000)
 		budget = (int64_t)tp_settings.poll_us * 1000;
@@ -177,18 +177,18 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 		 * is a system call where the clock source has no vDSO (the
 		 * soft-RoCE guest's HPET: about 1.2 us), and one after the
 		 * event would delay every message by that much. A spin that
-		 * has lasted TP_YIELD_AFTER_NS yields the CPU at each reading:
+		 * has lasted PATH_YIELD_AFTER_NS yields the CPU at each reading:
 		 * the thread that makes the event may be waiting for it. */
 		int64_t spun = 0;
 		for (unsigned i = 1;; i++) {
 			if (tp_progress(t)) {
-				tp_wait_note(&t->wait, spun, TP_WAIT_SPUN);
+				path_wait_note(&t->wait, spun, PATH_WAIT_SPUN);
 				return 1;
 			}
 			if (!(i & 15)) {
 				if ((spun = clock_now_ns() - start) >= budget)
 					break;
-				tp_spin_yield(spun);
+				path_spin_yield(spun);
 			}
 		}
 	}
@@ -204,7 +204,7 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 	 * one (the caller re-evaluates its condition). */
 	if (tp_progress(t)) {
 		atomic_fetch_sub(&t->sleepers, 1);
-		tp_wait_note(&t->wait, clock_now_ns() - start, TP_WAIT_SPUN);
+		path_wait_note(&t->wait, clock_now_ns() - start, PATH_WAIT_SPUN);
 		return 1;
 	}
 	p[0].fd = t->cc->fd;
@@ -220,7 +220,7 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 	atomic_fetch_sub(&t->sleepers, 1);
 	pthread_mutex_lock(&t->lock);
 	waitq_del(t, &w);
-	tp_wait_note(&t->wait, clock_now_ns() - start, prc == 0 ? TP_WAIT_TIMEOUT : TP_WAIT_SLEPT);
+	path_wait_note(&t->wait, clock_now_ns() - start, prc == 0 ? PATH_WAIT_TIMEOUT : PATH_WAIT_SLEPT);
 	tp_wait_done(t);
 	if (!intr && p[1].revents)
 		tp_check_control(t);
@@ -275,7 +275,7 @@ int tp_armed(struct tp *t)
 	return t->owner != rsock_pid() || tp_switched(t) || atomic_load(&t->armed);
 }
 
-int tp_wait_fd(struct tp *t, struct tp_waiter *w)
+int tp_wait_fd(struct tp *t, struct path_waiter *w)
 {
 	int fd;
 
@@ -302,7 +302,7 @@ int tp_wait_fd(struct tp *t, struct tp_waiter *w)
 	return fd;
 }
 
-void tp_wait_end(struct tp *t, struct tp_waiter *w)
+void tp_wait_end(struct tp *t, struct path_waiter *w)
 {
 	if (!w->on)
 		return;
