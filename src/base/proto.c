@@ -1,4 +1,4 @@
-/* proto.c - see proto.h; the byte layouts are in doc/design.md, section 9.
+/* proto.c - see proto.h; the byte layouts are in doc/design.md, "Wire protocol".
  *
  * Encoders write the version-1 layout field by field (little-endian),
  * reserved fields as 0. Decoders read the same way and validate each field

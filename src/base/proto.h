@@ -1,4 +1,5 @@
-/* proto.h - librsock wire messages, version 1 (doc/design.md, sections 8-9).
+/* proto.h - librsock wire messages (doc/design.md, "Choosing a path" and
+ * "Wire protocol"; the version this build speaks is PROTO_VERSION).
  *
  * Encoders write into caller buffers; decoders validate every field
  * (magic, version, length, sizes, flags) and return -EPROTO for anything
@@ -65,7 +66,7 @@ struct proto_hello_ack {
 /* Either direction on TCP, after the RDMA connection is up (version >= 2):
  * "I send nothing more over RDMA; rdma_bytes is everything I wrote into
  * your ring; what follows on TCP is application data" (doc/design.md
- * section 6, the hand-over). */
+ * "Descriptors, fork, exec": the hand-over). */
 struct proto_switch {
 	uint16_t version;
 	uint32_t flags;

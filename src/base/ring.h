@@ -88,7 +88,7 @@ int ring_produce(struct ring *r, uint32_t len);
  * ring goes through it. memcpy below RING_COPY_MIN; above it, on x86-64,
  * `rep movsq` (eight bytes a step) instead of glibc's `rep movsb` path,
  * which an emulated CPU (QEMU's TCG) runs a byte at a time, seven times
- * slower; on a real CPU the two are alike (doc/design.md section 9). */
+ * slower; on a real CPU the two are alike (doc/design.md, "Wire protocol"). */
 #define RING_COPY_MIN 2048u
 void ring_copy(void *dst, const void *src, size_t n);
 

@@ -134,7 +134,7 @@ void conn_settle(struct conn *c, int fd, int how)
 			 * little, the library's thread's wait too (the
 			 * application's call may be waiting for its lock): an
 			 * event loop must not stop for a server that accepts
-			 * late (section 8). */
+			 * late (doc/design.md, "Choosing a path"). */
 			int nb = !(how & CONN_SETTLE_FULL) && atomic_load(&c->nonblock);
 			rc = cm_client_await(st, fd, rdma_ok, nb, &s, &stale, &why);
 		} else {
@@ -195,7 +195,7 @@ int conn_eligible(int domain, int type, int protocol)
 	       (protocol == 0 || protocol == IPPROTO_TCP);
 }
 
-/* ---- streams nobody uses (doc/design.md section 8) ----------------------
+/* ---- streams nobody uses (doc/design.md, "Choosing a path") ------------
  * An accepted stream answers its client's hello at its first use, in the
  * process that uses it (fork-after-accept servers). A server that leaves
  * the stream alone until the client does something else first (qperf waits

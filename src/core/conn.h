@@ -97,8 +97,8 @@ void conn_fd_gone(struct conn *c);
  * at a stream's path calls conn_settle_maybe() first. how: CONN_SETTLE_RDMA
  * takes RDMA if it can (without it RDMA is declined: the stream is handed
  * to exec or stdio). A connected stream whose socket is non-blocking waits
- * for its hello's answer at most RSOCK_NONBLOCK_MS (doc/design.md section
- * 8), unless CONN_SETTLE_FULL (RSOCK_MODE=rdma's connect(), and a decline,
+ * for its hello's answer at most RSOCK_NONBLOCK_MS (doc/design.md, "Choosing
+ * a path"), unless CONN_SETTLE_FULL (RSOCK_MODE=rdma's connect(), and a decline,
  * which must read the answer). Blocks at most the handshake time; takes
  * c->lock. */
 #define CONN_SETTLE_RDMA 1

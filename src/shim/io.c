@@ -624,7 +624,7 @@ RSOCK_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *off, size_t n)
  *  - pipe to a blocking stream: read from the pipe, sent whole;
  *  - pipe to a non-blocking stream: what is taken from a pipe cannot be put
  *    back if the stream then has no room, so the stream is handed to kernel
- *    TCP (doc/design.md section 6) and the kernel splices.
+ *    TCP (doc/design.md, "Descriptors, fork, exec") and the kernel splices.
  * Offsets, descriptors that are not pipes and streams already on kernel
  * TCP go to the kernel, which answers as it does for TCP. */
 

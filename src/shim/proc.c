@@ -71,7 +71,8 @@ RSOCK_EXPORT pid_t vfork(void)
 
 /* ---- exec ---------------------------------------------------------------------
  * The new image has no transport state. An accepted stream still waiting for
- * its handshake (it settles at first use, doc/design.md section 6) and not
+ * its handshake (it settles at first use, doc/design.md, "Descriptors, fork,
+ * exec") and not
  * marked close-on-exec would reach the new program with the client's hello
  * at its head: before any exec it is settled, declining RDMA, so the new
  * program gets a plain TCP stream (inetd-style servers, sshd's re-exec). */

@@ -47,7 +47,7 @@ tree_files() {
 	[ "$map" = "$have" ]
 }
 
-@test "the product's text names no development session (history is in git log and bench/results/changes.md)" {
+@test "the product's text does not narrate its own development (history is in git log and bench/results/changes.md)" {
 	local word='sess''ion' hits
 	hits=$(cd "$RSOCK_SRC_DIR" && tree_files | grep -vE '^bench/results/changes\.md$' |
 		while read -r f; do [ -f "$f" ] && grep -IliwE "${word}s?" "$f" 2>/dev/null; done || true)
@@ -69,7 +69,7 @@ bad = 0
 for f in files:
     if not f.endswith(('.c', '.h', '.bats', '.bash', '.sh', '.py', '.js', '.erl', '.7', '.1', '.md', '.am', '.ac')):
         continue
-    if f in ('doc/design.md', 'bench/results/changes.md'):
+    if f in ('doc/design.md', 'bench/results/changes.md', 'test/bats/tree.bats'):
         continue
     p = os.path.join(top, f)
     if not os.path.isfile(p):

@@ -1,6 +1,6 @@
 /* handcheck.c - a stream that changes hands between processes behaves as
  * kernel TCP's: exec'd images, forked children and an owner that closes
- * while a child still holds the socket, system() (doc/design.md section 6,
+ * while a child still holds the socket, system() (doc/design.md, "Descriptors, fork, exec":
  * the hand-over). Run over kernel TCP and under librsock, the output must be
  * identical (test/rdma/forkexec.bats).
  *

@@ -495,8 +495,8 @@ static void server(int lfd)
 	 * or the end of the stream. Not tested: a read that finds fewer
 	 * bytes than that, takes them and waits on; the kernel wakes it only
 	 * once SO_RCVLOWAT more have come (tcp_data_ready counts from the
-	 * bytes taken), librsock once they add up to it (doc/design.md
-	 * section 9). */
+	 * bytes taken), librsock once they add up to it (doc/design.md,
+	 * "Wire protocol"). */
 	fd = take(lfd);
 	{
 		char big[4096];

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Processes and descriptors (doc/design.md, "Descriptors, dup, fork, exec"):
+# Processes and descriptors (doc/design.md, "Descriptors, fork, exec"):
 # an RDMA stream shared by fork(), inherited over exec(), passed with
 # SCM_RIGHTS, duplicated onto stdio, held by a vfork or CLONE_VM child, or
 # kept across a change of credentials goes on as over kernel TCP: it stays on

@@ -1,6 +1,5 @@
 #!/usr/bin/env bats
-# Choosing RDMA or TCP for each stream (doc/design.md, "Choosing RDMA or
-# TCP"), in the soft-RoCE guest or on a host with an RDMA device: the probe,
+# Choosing a path for each stream (doc/design.md, "Choosing a path"), in the soft-RoCE guest or on a host with an RDMA device: the probe,
 # the beacon and the hello settle every stream between two librsock
 # processes on RDMA without the application waiting or reading a byte of
 # them; every other peer (a plain TCP program, rsocket, no RDMA path, a closed

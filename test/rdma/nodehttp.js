@@ -8,7 +8,7 @@
 // The server does not call server.close(): since Node 19 it destroys the
 // keep-alive connections it deems idle, which drops a response still
 // queued in Node (over kernel TCP too, once the response outgrows the
-// socket's buffer; doc/design.md, "Observability and costs").
+// socket's buffer; doc/design.md, "Observability").
 'use strict';
 const http = require('http');
 const crypto = require('crypto');

@@ -1,6 +1,5 @@
 #!/usr/bin/env bats
-# Readiness and waiting on RDMA streams (doc/design.md, "Readiness: poll,
-# select and epoll on RDMA streams"): epoll, poll and select give exactly
+# Readiness and waiting on RDMA streams (doc/design.md, "Readiness"): epoll, poll and select give exactly
 # kernel TCP's events, from one thread or many and across a hand-over to TCP;
 # a blocked or idle process sleeps instead of spinning, and a busy one takes
 # no completion event per request.

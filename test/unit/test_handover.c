@@ -1,5 +1,6 @@
-/* Unit tests of the hand-over prefix (src/handover.c, doc/design.md section
- * 6): bytes read once, whichever process holding the stream reads them. */
+/* Unit tests of the hand-over prefix (src/path/prefix.c; doc/design.md,
+ * "Descriptors, fork, exec"): bytes read once, whichever process holding the
+ * stream reads them. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* Unit tests of the wire messages (doc/design.md, section 9). */
+/* Unit tests of the wire messages (doc/design.md, "Wire protocol"). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
