@@ -41,6 +41,15 @@ static inline int64_t clock_coarse_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The CLOCK_MONOTONIC time ns (clock_now_ns() units) as a timespec, for
+ * absolute waits (pthread_cond_timedwait on a CLOCK_MONOTONIC condition). */
+static inline struct timespec clock_ns_ts(int64_t ns)
+{
+	struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+
+	return ts;
+}
+
 /* Milliseconds left until deadline (clock_now_ms() units), 0 when past. */
 static inline int clock_left_ms(int64_t deadline)
 {

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/proc.h"
 
@@ -201,13 +202,12 @@ int log_fd_lost(void)
 
 int log_ratelimit_ok(struct log_ratelimit *rl, unsigned burst)
 {
-	struct timespec ts;
+	long now_s = (long)(clock_now_ns() / 1000000000);
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (ts.tv_sec - rl->window >= 10) {
+	if (now_s - rl->window >= 10) {
 		if (rl->missed)
 			log_emit(LOG_WARN, "%u similar messages suppressed", rl->missed);
-		rl->window = ts.tv_sec;
+		rl->window = now_s;
 		rl->count = 0;
 		rl->missed = 0;
 	}
@@ -236,8 +236,7 @@ void log_emit(int level, const char *fmt, ...)
 	if (level >= LOG_DEBUG) {
 		/* Diagnosis lines carry CLOCK_MONOTONIC seconds, comparable
 		 * between the processes of one host: "debug: 812.004211 ...". */
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
+		struct timespec ts = clock_ns_ts(clock_now_ns());
 		n += log_format(line + n, sizeof(line) - n, "%ld.", (long)ts.tv_sec);
 		/* microseconds zero-padded to 6 digits: print 1uuuuuu, drop the 1 */
 		size_t m = log_format(line + n, sizeof(line) - n, "%ld ", ts.tv_nsec / 1000 + 1000000);

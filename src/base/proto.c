@@ -145,16 +145,11 @@ static int put_header(uint8_t *p, uint16_t type)
 
 /* ---- shared field checks -------------------------------------------------- */
 
-static int ring_size_ok(uint32_t size)
-{
-	return size >= RING_MIN_SIZE && size <= RING_MAX_SIZE && (size & (size - 1)) == 0;
-}
-
 /* A ring descriptor: the size in range and the region not wrapping the
  * address space. */
 static int ring_desc_ok(uint64_t addr, uint32_t size)
 {
-	return ring_size_ok(size) && addr <= UINT64_MAX - size;
+	return ring_size_valid(size) && addr <= UINT64_MAX - size;
 }
 
 /* The u16 length of a TCP message: at least version 1's, at most the sane

@@ -17,11 +17,6 @@
 
 #include "base/ring.h"
 
-static int ring_size_ok(uint32_t size)
-{
-	return size >= RING_MIN_SIZE && size <= RING_MAX_SIZE && (size & (size - 1)) == 0;
-}
-
 uint32_t ring_size_for(uint64_t requested, uint32_t dflt)
 {
 	uint32_t s = RING_SIZE_FLOOR;
@@ -37,7 +32,7 @@ uint32_t ring_size_for(uint64_t requested, uint32_t dflt)
  * RING_MIN_SIZE..RING_MAX_SIZE (nothing is changed then). */
 int ring_init(struct ring *r, void *buf, uint32_t size)
 {
-	if (!r || !buf || !ring_size_ok(size))
+	if (!r || !buf || !ring_size_valid(size))
 		return -EINVAL;
 	r->buf = buf;
 	r->size = size;
@@ -177,7 +172,7 @@ int ring_write(struct ring *r, const void *src, uint32_t len, struct ring_span o
  * RING_MIN_SIZE..RING_MAX_SIZE (nothing is changed then). */
 int ring_remote_init(struct ring_remote *rr, uint32_t size)
 {
-	if (!rr || !ring_size_ok(size))
+	if (!rr || !ring_size_valid(size))
 		return -EINVAL;
 	rr->size = size;
 	rr->tail = 0;

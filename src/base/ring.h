@@ -24,6 +24,13 @@
 #define RING_MIN_SIZE 4096u
 #define RING_MAX_SIZE (1u << 30)
 
+/* A ring size both ends accept: a power of two in [RING_MIN_SIZE,
+ * RING_MAX_SIZE] (the wire protocol's rule for a ring descriptor too). */
+static inline int ring_size_valid(uint32_t size)
+{
+	return size >= RING_MIN_SIZE && size <= RING_MAX_SIZE && (size & (size - 1)) == 0;
+}
+
 struct ring {
 	uint8_t *buf;
 	uint32_t size; /* power of two, RING_MIN_SIZE..RING_MAX_SIZE */

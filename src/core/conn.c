@@ -295,16 +295,8 @@ static void *later_main(void *arg)
 			pthread_cond_wait(&later_cond, &later_lock);
 			continue;
 		}
-		int64_t wait = l->due_ms - clock_now_ms();
-		if (wait > 0) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += wait / 1000;
-			ts.tv_nsec += (wait % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
+		if (l->due_ms > clock_now_ms()) {
+			struct timespec ts = clock_ns_ts(l->due_ms * 1000000);
 			pthread_cond_timedwait(&later_cond, &later_lock, &ts);
 			continue;
 		}
