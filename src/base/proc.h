@@ -85,7 +85,7 @@ static inline void rsock_guard_leave(int prev)
 	rsock_in_lib = prev;
 }
 
-/* Start one of the library's threads (the cm thread, the settling thread):
+/* Start one of the library's threads (the library's thread, the settling thread):
  * it runs fn with every signal blocked, and the call returns only once fn
  * has posted *up, i.e. once the thread is past its start-up code (the C
  * library's, a sanitizer runtime's). A process may fork as soon as the

@@ -24,7 +24,7 @@ _Static_assert(AF_INET == 2 && AF_INET6 == 10, "wire address families are Linux'
 _Static_assert(PROTO_MSG_MAX_LEN >= PROTO_HELLO_LEN && PROTO_MSG_MAX_LEN <= 0xffff,
 	       "PROTO_MSG_MAX_LEN must fit the u16 length field");
 
-/* Message types (u16 after the magic). 5 is the cancel (src/cm.c). */
+/* Message types (u16 after the magic). 5 is the cancel (src/negotiate/hello.c). */
 enum {
 	TYPE_PROBE = 1,
 	TYPE_BEACON = 2,

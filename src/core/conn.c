@@ -131,7 +131,7 @@ void conn_settle(struct conn *c, int fd, int how)
 		if (st) {
 			c->client = NULL;
 			/* A non-blocking socket waits for the answer only a
-			 * little, the library's thread's wait too (the
+			 * little, the library thread's wait too (the
 			 * application's call may be waiting for its lock): an
 			 * event loop must not stop for a server that accepts
 			 * late (doc/design.md, "Choosing a path"). */
@@ -223,7 +223,7 @@ struct later {
 static pthread_mutex_t later_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Held by the thread while it settles a stream (librdmacm, libibverbs and
  * the allocator may then hold locks of their own): a fork waits for it, as
- * for the library's thread's run lock (service.h), so that no child
+ * for the library thread's run lock (service.h), so that no child
  * inherits such a lock held. */
 static pthread_mutex_t later_run = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t later_cond;

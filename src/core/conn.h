@@ -121,7 +121,8 @@ int conn_settle_later(struct conn *c, int fd, int client);
 void conn_fork_settle_clients(void);
 /* Around fork (init.c): the list's lock; the child drops the parent's list. */
 void conn_fork_lock(void);
-/* The pool of freed conns' lock, a leaf: taken last before a fork, released
+/* The pool of freed conns' lock, a leaf: taken late before a fork (only
+ * the log's lock after it, init.c's fork_hooks[]), released
  * in the parent (the child re-initialises it in conn_fork_child). */
 void conn_pool_fork_lock(void);
 void conn_pool_fork_unlock(void);

@@ -32,11 +32,12 @@
 static __thread int init_owner __attribute__((tls_model("initial-exec")));
 
 /* Around every fork (pthread_atfork, so also glibc's own, as daemon()'s):
- * each global lock another thread of ours may hold (the cm thread takes
- * cm_lock and ho_lock on every turn) is taken, in the lock order
- * (doc/design.md, "Lock order and lifetimes"), so that no child inherits one
- * held by a thread it does not have (a worker forked while the master's cm
- * thread answered a probe would wait for ho_lock for ever). Registered at
+ * each global lock another thread of ours may hold (the library's thread takes
+ * cm_lock for rdma_cm events and ho_lock for hand-over requests) is taken,
+ * in the lock order (doc/design.md, "Lock order and lifetimes"), so that no
+ * child inherits one held by a thread it does not have (a worker forked
+ * while the master's library thread answered a probe would wait for ho_lock
+ * for ever). Registered at
  * start-up, before the application's own handlers: ours run last before
  * the fork and first after it, so theirs never run with our locks held.
  *
@@ -60,7 +61,7 @@ static const struct fork_hook fork_hooks[] = {
 	/* before any lock: a connected stream awaiting its hello's answer
 	 * settles now, and that may need every lock below */
 	{conn_fork_settle_clients, NULL, NULL},
-	/* the settling list: the thread it waits for may need the cm thread */
+	/* the settling list: the thread it waits for may need the library's thread */
 	{conn_fork_lock, conn_fork_unlock, conn_fork_child},
 	/* the library's thread parked (service.h) */
 	{service_fork_quiesce, service_fork_resume, service_fork_resume},
@@ -124,7 +125,7 @@ static void init_run(void)
 	if (rc)
 		log_error("some libc entry points could not be resolved; those calls fail with ENOSYS");
 	fdtab_init();
-	/* The RDMA path's calls upward: epoll's wake-up and the cm thread's
+	/* The RDMA path's calls upward: epoll's wake-up and the library thread's
 	 * teardown of closed streams. No stream exists yet. */
 	tp_hooks_set(&(const struct tp_hooks){.kick = event_kick,
 					      .reaper_ready = cm_reap_ready,

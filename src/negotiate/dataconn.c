@@ -114,7 +114,7 @@ int cm_data_connect(struct cm_client *c, const struct proto_hello_ack *a,
 }
 
 /* The stream is up: its id's later events (a disconnect) go to the
- * process's channel, which the cm thread acknowledges: one descriptor less
+ * process's channel, which the library's thread acknowledges: one descriptor less
  * per stream. */
 void cm_data_up(struct cm_client *c)
 {

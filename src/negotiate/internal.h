@@ -1,5 +1,5 @@
 /* internal.h - what the files of src/negotiate share (cm.h is the public
- * interface): the locks and objects of the cm thread, the address, rdma_cm,
+ * interface): the locks and objects of the library's thread, the address, rdma_cm,
  * device, cache and table helpers, the hello I/O and the client's state.
  *
  * Locks: cm_lock protects the device list, the listeners, the beacons and
@@ -101,7 +101,7 @@ int cm_tuple_put(const struct proto_probe *pr);
  * was one, else 0. */
 int cm_tuple_take(const struct sockaddr *peer, const struct sockaddr *local);
 
-/* ---- the cm thread's objects (thread.c, beacon.c, server.c) ---- */
+/* ---- the library thread's objects (thread.c, beacon.c, server.c) ---- */
 enum { CTX_BEACON = 1, CTX_LISTENER, CTX_PENDING };
 struct cm_obj {
 	int kind;
@@ -112,7 +112,7 @@ struct beacon {
 	const void *owner;
 	uint32_t kid;       /* the kernel's id of the listening ucm id */
 	struct sockaddr_storage addr; /* the TCP listener's address */
-	pid_t pid;          /* the process whose cm thread serves it */
+	pid_t pid;          /* the process whose library thread serves it */
 	int shared;         /* no id of its own: another listener of the port
 			     * (SO_REUSEPORT) has the beacon, which answers for
 			     * this one too, through the shared tuple table */
@@ -150,7 +150,7 @@ extern struct pending *cm_pendings RSOCK_HIDDEN;   /* cm_lock */
 int cm_start(void);
 
 /* ---- beacons and data listeners (beacon.c) ---- */
-/* A connect request on a beacon (cm thread): answer it. */
+/* A connect request on a beacon (library thread): answer it. */
 void cm_beacon_request(const struct ucm_event *ev);
 /* Whether owner's listening socket has a beacon: 1 or 0. */
 int cm_has_beacon(const void *owner);

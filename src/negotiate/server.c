@@ -1,6 +1,6 @@
 /* server.c - the server side: whether an accepted stream was probed, and
  * its handshake (the hello, the answer, the data connection accepted by
- * the cm thread). */
+ * the library's thread). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -139,7 +139,7 @@ static int hello_read(int fd, struct proto_hello *h, int64_t *deadline,
 }
 
 /* The stream's transport (p->tp) on the data listener of local (*l), set
- * to the client's rings, and p listed for the cm thread's accept. 0, or
+ * to the client's rings, and p listed for the library thread's accept. 0, or
  * -errno with *why (p->tp, if made, is the caller's to close). */
 static int pending_make(int fd, const struct cm_bufs *bufs, const struct proto_hello *h,
 			const struct sockaddr *local, struct pending *p, struct listener **l,
@@ -192,7 +192,7 @@ static int answer_send(int fd, const struct pending *p, const struct listener *l
 	if ((rc = cm_ctl_write(fd, buf, PROTO_HELLO_ACK_LEN, deadline)))
 		return rc;
 	/* CQ and QP now, while the client resolves and connects, rather than
-	 * in the cm thread when its request comes: the thread then only moves
+	 * in the library's thread when its request comes: the thread then only moves
 	 * the QP on and accepts (if the request comes first, the thread makes
 	 * the QP on its id). */
 	if (l->id->port_num)
@@ -231,7 +231,7 @@ static int connected_wait(int fd, struct pending *p, int64_t deadline)
 		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
 			/* The client ended its side. Once we accepted its
 			 * request it may have been connected, have written
-			 * and closed before the cm thread saw ESTABLISHED
+			 * and closed before the library's thread saw ESTABLISHED
 			 * here: what it sent is in our ring, so the outcome
 			 * of the connection decides (bounded by the deadline). */
 			if (st != PEND_ACCEPTING || clock_left_ms(deadline) == 0)

@@ -114,7 +114,7 @@ static void on_event(struct rdma_cm_event *ev)
 		rdma_destroy_id(doomed);
 }
 
-/* The kernel refused the cm thread a command with EACCES: this process
+/* The kernel refused the library's thread a command with EACCES: this process
  * changed its credentials since it opened the file (tp_creds_stale). The
  * thread stops watching it (it would be readable for ever): returns
  * -EACCES for the service's callback. */

@@ -1,7 +1,8 @@
 /* service.c - see service.h.
  *
  * Locks: svc_run is held by the thread whenever it is not asleep in poll(),
- * and by a fork across it (first of all). svc_lock guards the watch table;
+ * and by a fork across it (third in init.c's fork_hooks[], after the settling
+ * list's locks). svc_lock guards the watch table;
  * it is a leaf, never held while a callback or per-turn function runs. */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"

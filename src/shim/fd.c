@@ -258,7 +258,7 @@ static int dup_onto(int oldfd, int newfd, int flags, int is3)
 		return REAL_CALL(dup2, oldfd, newfd);
 	own = active && !shim_vforked() && is_own_fd(newfd);
 	if (own && newfd != log_fd_get()) {
-		/* One of our channels, bells or devices: it cannot move from
+		/* One of our channels, wake-up eventfds, pipes or devices: it cannot move from
 		 * under the objects that use it. Refused as the kernel refuses
 		 * a dup2 that races an open(). */
 		log_warn_rl("dup2 onto fd %d, which the library uses: refused (EBUSY)", newfd);

@@ -243,12 +243,12 @@ for i in range(int(sys.argv[4])):
 	# and the completion channel and CQ that came with them
 	[ "$(grep -c 'bytes reused, with their CQ' cli.log)" -ge 10 ]
 	[ "$(grep -c 'bytes reused, with their CQ' srv.log)" -ge 10 ]
-	# Closed streams were torn down off the closing thread: by the cm
+	# Closed streams were torn down off the closing thread: by the library's
 	# thread, or by the next stream, which took their rings.
 	local l
 	for l in cli.log srv.log; do
 		[ "$(grep -c 'closed stream torn down at close' "$l")" -eq 0 ]
-		[ "$(grep -cE 'closed stream torn down (by the cm thread|for a new stream)' "$l")" -ge 11 ]
+		[ "$(grep -cE 'closed stream torn down (by the library.s thread|for a new stream)' "$l")" -ge 11 ]
 	done
 	# RSOCK_RING_CACHE=0: every stream registers its own
 	rm -f got*

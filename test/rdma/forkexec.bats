@@ -271,7 +271,7 @@ echoes.echo_to_eof(c)' "$ADDR_B" "$port"
 	require_cmd python3
 	# varnishd's manager calls closefrom(3) after it listened: that closed
 	# the library's event channels, and the numbers, reused for its pid
-	# file, then received the cm thread's commands (a spin, a corrupt
+	# file, then received the library thread's commands (a spin, a corrupt
 	# file, a hang at its next fork). To the application the library's
 	# descriptors are not open: close() says EBADF, close_range() and
 	# closefrom() pass over them, a dup2() onto one is refused (EBUSY).

@@ -246,7 +246,7 @@ static void test_roundtrip_hello_ack(void **state)
 	assert_int_equal(proto_hello_ack_encode(&a, b, sizeof(b)), PROTO_HELLO_ACK_LEN);
 	assert_int_equal(proto_hello_ack_decode(b, sizeof(b), &out), PROTO_HELLO_ACK_LEN);
 	assert_ack_eq(&out, &a);
-	/* a refusal: only version and status count (what cm.c's send_nak sends) */
+	/* a refusal: only version and status count (what negotiate/server.c's send_nak sends) */
 	struct proto_hello_ack nak = {.version = PROTO_VERSION, .status = RSOCK_FB_RESOURCES};
 	assert_int_equal(proto_hello_ack_encode(&nak, b, sizeof(b)), PROTO_HELLO_ACK_LEN);
 	assert_int_equal(proto_hello_ack_decode(b, sizeof(b), &out), PROTO_HELLO_ACK_LEN);
@@ -333,7 +333,7 @@ static void test_hostile_header(void **state)
 		for (int j = 0; j < 4; j++)
 			if (j != k)
 				assert_int_equal(fns[j](good[k], lens[k], &out), -EPROTO);
-		/* the cancel message (src/cm.c) is not a hello_ack */
+		/* the cancel message (src/negotiate/hello.c) is not a hello_ack */
 		static const uint8_t cancel[8] = {'R', 'S', 'K', '1', 5, 0, 8, 0};
 		assert_int_equal(fns[k](cancel, sizeof(cancel), &out), -EPROTO);
 		/* application bytes: refused at once */

@@ -63,14 +63,14 @@ int tp_shutdown_wr(struct tp *t)
 	return rc == -EPIPE ? 0 : rc;
 }
 
-/* ---- closed streams, torn down by the cm thread -------------------------- */
+/* ---- closed streams, torn down by the library's thread ---------------- */
 
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tp *reap_list;
 static void teardown(struct tp *t, const char *when);
 static struct tp *reap_pop(int *more);
 
-/* Tear down one stream tp_close left to the cm thread, here: 1 if there
+/* Tear down one stream tp_close left to the library's thread, here: 1 if there
  * was one. */
 int tp_reap_one(void)
 {
@@ -82,7 +82,7 @@ int tp_reap_one(void)
 	return 1;
 }
 
-/* Leave t to the reaper (the cm thread), if this process has one: 1 if taken. */
+/* Leave t to the reaper (the library's thread), if this process has one: 1 if taken. */
 static int reap_defer(struct tp *t)
 {
 	int first;
@@ -119,7 +119,7 @@ int tp_reap(void)
 	struct tp *t = reap_pop(&more);
 
 	if (t)
-		teardown(t, "by the cm thread");
+		teardown(t, "by the library's thread");
 	return more;
 }
 
@@ -211,7 +211,7 @@ void tp_close(struct tp *t, int abort)
 	t->close_abort = abort;
 	pthread_mutex_unlock(&t->lock);
 	/* What the peer must see (data, FIN or RESET) has reached it; the
-	 * rest is local work, left to the cm thread as TCP leaves a closed
+	 * rest is local work, left to the library's thread as TCP leaves a closed
 	 * socket to the kernel. */
 	if (t->up && reap_defer(t))
 		return;

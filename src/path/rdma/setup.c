@@ -60,7 +60,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 		goto fail;
 	}
 	t->mem_len = (size_t)rx_size + tx_size;
-	/* A closed stream the cm thread has not torn down yet holds rings
+	/* A closed stream the library's thread has not torn down yet holds rings
 	 * the cache would have: tear one down here rather than register new
 	 * ones (about twice the work). */
 	if (tp_set_take(t, ctx, rx_size, t->mem_len) ||
@@ -250,7 +250,7 @@ int tp_prepare_qp(struct tp *t, uint8_t port_num)
 	if ((rc = tp_create_cq(t)))
 		return rc;
 	pthread_mutex_lock(&t->lock);
-	if (t->qp) { /* the request came first: the cm thread made it on its id */
+	if (t->qp) { /* the request came first: the library's thread made it on its id */
 		pthread_mutex_unlock(&t->lock);
 		return 0;
 	}

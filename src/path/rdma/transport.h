@@ -52,7 +52,7 @@ static inline uint32_t tp_inline_limit(uint32_t reported)
  * it opened the RDMA device, and the kernel accepts write()-based commands
  * (soft-RoCE's post_send and req_notify_cq, every rdma_cm command) only
  * from the credentials the file was opened with. Its RDMA streams move to
- * TCP; new streams stay on TCP (cm.c). See doc/design.md, "Descriptors, fork,
+ * TCP; new streams stay on TCP (src/negotiate/). See doc/design.md, "Descriptors, fork,
  * exec". */
 extern _Atomic int tp_creds_stale RSOCK_HIDDEN;
 
@@ -146,7 +146,7 @@ struct tp {
 	int zc_off;                  /* registering a send's buffer failed: copy from now */
 	int switching;               /* in switch_within: the control connection is TCP's next */
 
-	/* Readiness plumbing for poll and epoll (event.c, epoll.c). */
+	/* Readiness plumbing for poll and epoll (src/event/). */
 	_Atomic int armed;           /* a completion event is requested or pending */
 	_Atomic int sleepers;        /* threads asleep on the channel in poll() or a
 	                                blocking call (tp_wait_fd, wait_event) */
@@ -237,7 +237,7 @@ static inline int tp_switched(struct tp *t)
 	return atomic_load_explicit(&t->sw, memory_order_acquire);
 }
 struct ho_pre *tp_prefix(struct tp *t);
-/* The cm thread saw the control connection readable: look at it (answer a
+/* The library's thread saw the control connection readable: look at it (answer a
  * SWITCH, notice the peer's close). Returns 1 while it should be watched on. */
 int tp_control_watch(struct tp *t);
 /* Switched with nothing unread left: poll and epoll may treat the stream as
@@ -265,7 +265,7 @@ int tp_create_qp(struct tp *t, struct rdma_cm_id *id);
 
 /* The passive side's QP made ahead of the connection request, on the
  * stream's PD with ibv_create_qp (with the CQ if needed), moved to INIT on
- * port_num and given its receives: the cm thread then only moves it on
+ * port_num and given its receives: the library's thread then only moves it on
  * (tp_create_qp) when the request comes, instead of creating it while the
  * client waits. 0 (also when the QP is there already) or -errno. */
 int tp_prepare_qp(struct tp *t, uint8_t port_num);
@@ -356,13 +356,13 @@ int tp_shutdown_wr(struct tp *t);
 
 /* Last descriptor closed. abort: unread data -> RESET instead of FIN. Waits
  * (bounded) for posted writes to complete, then destroys everything: a
- * stream that was up has that done by the reaper (the cm thread: tp_reap),
+ * stream that was up has that done by the reaper (the library's thread: tp_reap),
  * when this process has one (tp_hooks.reaper_ready), so that close() does
  * not wait for the verbs objects' destruction (about a millisecond in the
  * guest). */
 void tp_close(struct tp *t, int abort);
 
-/* The cm thread: tear down one of the streams tp_close left to it (one at
+/* The library's thread: tear down one of the streams tp_close left to it (one at
  * a time, so that its other work waits at most one teardown). Returns 1
  * when more wait. */
 int tp_reap(void);

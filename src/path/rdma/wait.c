@@ -171,7 +171,7 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 	 * a completion that arrives within it costs no sleep and no wake-up.
 	 * An idle stream spins only RSOCK_POLL_US. */
 	if (budget) {
-		/* The clock is read every 16th poll (see epoll.c's spin()), and
+		/* The clock is read every 16th poll (see src/event/epoll/wait.c's spin()), and
 		 * not again when the event comes: the wait is noted as lasting
 		 * until the last reading (at most 15 polls short). A reading
 		 * is a system call where the clock source has no vDSO (the
