@@ -8,6 +8,7 @@
 #define RSOCK_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define RSOCK_COLD __attribute__((cold, noinline))
 #define RSOCK_NOINLINE __attribute__((noinline))
+#define RSOCK_MAYBE_UNUSED __attribute__((unused))
 #define RSOCK_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #endif

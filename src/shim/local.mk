@@ -3,6 +3,8 @@ librsock_la_SOURCES += \
 	src/shim/shim.h \
 	src/shim/socket.c \
 	src/shim/io.c \
+	src/shim/io.h \
+	src/shim/splice.c \
 	src/shim/poll.c \
 	src/shim/epoll.c \
 	src/shim/fd.c \
