@@ -266,6 +266,20 @@ static void test_spill_accounting(void **state)
 	free(t);
 }
 
+/* The switch's step 4: the receiver waits for exactly the peer's RDMA total,
+ * also across 2^32 and when the peer wrote nothing over RDMA. */
+static void test_switch_rx_done(void **state)
+{
+	(void)state;
+	assert_int_equal(tp_switch_rx_done(0, 0), 1);
+	assert_int_equal(tp_switch_rx_done(100, 4096), 0);
+	assert_int_equal(tp_switch_rx_done(4096, 4096), 1);
+	assert_int_equal(tp_switch_rx_done(4097, 4096), -EPROTO);
+	assert_int_equal(tp_switch_rx_done((1ull << 32) - 1, 1ull << 32), 0);
+	assert_int_equal(tp_switch_rx_done(1ull << 32, 1ull << 32), 1);
+	assert_int_equal(tp_switch_rx_done((1ull << 32) + 1, 1ull << 32), -EPROTO);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -278,6 +292,7 @@ int main(void)
 		cmocka_unit_test(test_rx_thresholds),
 		cmocka_unit_test(test_rx_wraps),
 		cmocka_unit_test(test_spill_accounting),
+		cmocka_unit_test(test_switch_rx_done),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

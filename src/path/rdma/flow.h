@@ -102,6 +102,17 @@ static inline uint64_t tp_spill_room(const struct tp *t)
 	return t->spill.buf ? ring_free(&t->spill) : TP_SPILL_MAX;
 }
 
+/* The switch's step 4 (doc/design.md, "Wire protocol"): the peer's SWITCH
+ * says its RDMA bytes end at peer_total; the ring has received up to
+ * rx_tail. 1: every one of them is here, TCP carries what follows; 0: more
+ * are on their way; -EPROTO: more arrived than the peer says it wrote. */
+static inline int tp_switch_rx_done(uint64_t rx_tail, uint64_t peer_total)
+{
+	if (rx_tail < peer_total)
+		return 0;
+	return rx_tail == peer_total ? 1 : -EPROTO;
+}
+
 /* Consume n unread bytes, the spill's first; the ring's are owed to the peer. */
 static inline void tp_unread_consume(struct tp *t, size_t n)
 {

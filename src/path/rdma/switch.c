@@ -200,7 +200,7 @@ static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64
 			}
 		}
 		/* 4. Everything the peer posted is in our ring. */
-		while (!rc && t->rx.tail < peer_total && !t->err) {
+		while (!rc && !tp_switch_rx_done(t->rx.tail, peer_total) && !t->err) {
 			if (tp_progress(t))
 				continue;
 			if (clock_now_ms() > deadline)
@@ -208,7 +208,7 @@ static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64
 			else
 				rsock_real.poll(NULL, 0, 1);
 		}
-		if (!rc && t->rx.tail != peer_total)
+		if (!rc && tp_switch_rx_done(t->rx.tail, peer_total) != 1)
 			rc = -EPROTO; /* more arrived than the peer says it sent */
 	}
 	if (!rc && tp_unread(t)) {
