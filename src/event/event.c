@@ -116,6 +116,20 @@ static nfds_t ext_build(const struct pollfd *fds, nfds_t n, struct conn **cs,
 	return m;
 }
 
+/* event_poll's three arrays: each is on the stack (its _small twin) for
+ * small sets, else allocated (or NULL when that failed). */
+static void arrays_free(struct conn **cs, struct conn **cs_small, struct pollfd *ext,
+			struct pollfd *ext_small, struct path_waiter *slept,
+			struct path_waiter *wq_small)
+{
+	if (cs != cs_small)
+		free(cs);
+	if (ext != ext_small)
+		free(ext);
+	if (slept != wq_small)
+		free(slept);
+}
+
 /* After a sleep on ext[0 .. m): the streams' waits are done, and a control
  * connection that moved is looked at. */
 static void streams_woken(struct conn **cs, nfds_t n, const struct pollfd *ext, nfds_t m)
@@ -150,12 +164,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	struct timespec zero = {0, 0};
 
 	if (!cs || !ext || !slept) {
-		if (cs != cs_small)
-			free(cs);
-		if (ext != ext_small)
-			free(ext);
-		if (slept != wq_small)
-			free(slept);
+		arrays_free(cs, cs_small, ext, ext_small, slept, wq_small);
 		return -ENOMEM;
 	}
 	streams_collect(fds, n, cs);
@@ -212,12 +221,7 @@ int event_poll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const s
 	sleep_end(cs, slept, n); /* the loop left before sleeping */
 	for (nfds_t i = 0; i < n; i++)
 		conn_unref(cs[i]);
-	if (cs != cs_small)
-		free(cs);
-	if (ext != ext_small)
-		free(ext);
-	if (slept != wq_small)
-		free(slept);
+	arrays_free(cs, cs_small, ext, ext_small, slept, wq_small);
 	return rc ? rc : count;
 }
 

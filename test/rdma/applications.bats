@@ -9,19 +9,6 @@
 load ../bats/helpers
 load rsock
 
-setup_file() {
-	require_build
-	require_rdma_env
-}
-
-setup() {
-	cd "$BATS_TEST_TMPDIR"
-}
-
-teardown() {
-	stop_all_bg
-}
-
 # ---- benchmarks and transfer tools ------------------------------------------
 
 @test "iperf (iperf2): a 3 s stream over RDMA" {

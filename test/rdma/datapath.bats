@@ -11,19 +11,6 @@
 load ../bats/helpers
 load rsock
 
-setup_file() {
-	require_build
-	require_rdma_env
-}
-
-setup() {
-	cd "$BATS_TEST_TMPDIR"
-}
-
-teardown() {
-	stop_all_bg
-}
-
 # ---- the differential semantics suite ---------------------------------------
 
 @test "streamcheck: the application observes the same over RDMA as over kernel TCP" {

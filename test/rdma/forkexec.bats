@@ -9,19 +9,6 @@
 load ../bats/helpers
 load rsock
 
-setup_file() {
-	require_build
-	require_rdma_env
-}
-
-setup() {
-	cd "$BATS_TEST_TMPDIR"
-}
-
-teardown() {
-	stop_all_bg
-}
-
 # ---- fork -------------------------------------------------------------------
 
 @test "listen then fork at once (as nginx starts its workers): every child starts threads of its own and listens" {

@@ -12,19 +12,6 @@
 load ../bats/helpers
 load rsock
 
-setup_file() {
-	require_build
-	require_rdma_env
-}
-
-setup() {
-	cd "$BATS_TEST_TMPDIR"
-}
-
-teardown() {
-	stop_all_bg
-}
-
 # ---- the probe, the beacon and the hello ------------------------------------
 
 @test "a client bound to 0.0.0.0 port 0 before connect (as dig does) is carried over RDMA, the server's first bytes its own" {

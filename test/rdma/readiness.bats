@@ -7,19 +7,6 @@
 load ../bats/helpers
 load rsock
 
-setup_file() {
-	require_build
-	require_rdma_env
-}
-
-setup() {
-	cd "$BATS_TEST_TMPDIR"
-}
-
-teardown() {
-	stop_all_bg
-}
-
 # ---- events as kernel TCP's -------------------------------------------------
 
 @test "evcheck: epoll, poll and select events over RDMA are kernel TCP's" {

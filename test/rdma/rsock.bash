@@ -9,6 +9,23 @@
 
 RSOCK_COUNTERS=$RSOCK_SRC_DIR/test/vm/rdma-counters
 
+# The fixtures of every file that loads this one (a file may define its
+# own after its load line): the build and the two RDMA addresses are
+# required once per file, each test runs in a directory of its own, and the
+# programs a test started in the background stop with it.
+setup_file() {
+	require_build
+	require_rdma_env
+}
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+}
+
+teardown() {
+	stop_all_bg
+}
+
 # require_rdma_env: the addresses are set and an RDMA device exists.
 require_rdma_env() {
 	if [ -z "${RSOCK_TEST_ADDR_A:-}" ] || [ -z "${RSOCK_TEST_ADDR_B:-}" ]; then
