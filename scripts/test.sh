@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - the whole test suite: build, unit tests, host integration tests
-# (bats), the same under ASan+UBSan, TSan and valgrind, then the RDMA suite
-# (in two soft-RoCE guests at once when this host has no RDMA device).
+# (bats), the same under ASan+UBSan, TSan and valgrind, the Debian packages
+# (built and checked with lintian), then the RDMA suite (in two soft-RoCE
+# guests at once when this host has no RDMA device).
 # Usage: scripts/test.sh [--quick]   (--quick: no sanitizer or valgrind passes)
 # Ends with a line "N passed, N failed" and exits non-zero on any failure.
 set -uo pipefail
