@@ -17,6 +17,8 @@ done
 
 BUILD_PKGS="build-essential autoconf automake libtool pkg-config librdmacm-dev libibverbs-dev uthash-dev libcmocka-dev"
 TEST_PKGS="bats curl python3 netcat-openbsd iperf3 iperf redis-server redis-tools nginx-light valgrind procps iproute2 memcached libmemcached-tools wrk postgresql rsync socat openssh-server openssh-client ncat haproxy lighttpd mosquitto mosquitto-clients openssl varnish mariadb-server mariadb-client nghttp2-server nghttp2-client stunnel4 tinyproxy gunicorn unbound bind9-dnsutils ruby nuttcp apache2 apache2-utils qperf nodejs sockperf erlang-base python3-zmq"
+# the Debian packages (debian/, scripts/test.sh's step "Debian packages"); git: git archive
+DEB_PKGS="debhelper dpkg-dev lintian git"
 VM_PKGS="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest iproute2 util-linux"
 
 apt_install() { # install the packages that are missing, updating the lists once
@@ -35,7 +37,7 @@ apt_install() { # install the packages that are missing, updating the lists once
 }
 
 if [ "$deps" = 1 ]; then
-	apt_install $BUILD_PKGS $TEST_PKGS $VM_PKGS
+	apt_install $BUILD_PKGS $TEST_PKGS $DEB_PKGS $VM_PKGS
 fi
 
 cd "$top"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh - the whole test suite: build, unit tests, host integration tests
-# (bats), the same under ASan+UBSan, TSan and valgrind, then the RDMA suite
-# (in two soft-RoCE guests at once when this host has no RDMA device).
+# (bats), the same under ASan+UBSan, TSan and valgrind, the Debian packages
+# (built and checked with lintian), then the RDMA suite (in two soft-RoCE
+# guests at once when this host has no RDMA device).
 # Usage: scripts/test.sh [--quick]   (--quick: no sanitizer or valgrind passes)
 # Ends with a line "N passed, N failed" and exits non-zero on any failure.
 set -uo pipefail
@@ -80,6 +81,44 @@ if [ $quick = 0 ]; then
 		"valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite -q"
 fi
 
+# The Debian packages (debian/): dpkg-buildpackage (which also runs the unit
+# tests, dh_auto_test) on a clean copy of the tree in a temporary directory,
+# since it writes the .debs beside the source directory and the repository
+# must stay clean: the tracked files as they are now (`git stash create`
+# records them without touching the work tree; HEAD when nothing changed).
+# lintian's errors fail the step. The .debs stay in RSOCK_DEB_DIR, which the
+# guest sees (vm-run passes RSOCK_* through; test-results/ is not under /tmp):
+# the RDMA suite's test/rdma/packages.bats installs them there.
+export RSOCK_DEB_DIR=$logdir/deb
+debs() {
+	local tmp rev log=$logdir/deb-build.log rc=0 f
+	tmp=$(mktemp -d) || return 1
+	mkdir -p "$tmp/librsock" "$RSOCK_DEB_DIR"
+	if git rev-parse --git-dir >/dev/null 2>&1; then
+		rev=$(git stash create) && git archive "${rev:-HEAD}" | tar -x -C "$tmp/librsock" || rc=1
+	else # not a git checkout: the tree without build products
+		tar -c --exclude=./build --exclude='./build-*' --exclude=./test-results --exclude=./.git . |
+			tar -x -C "$tmp/librsock" || rc=1
+	fi
+	if [ $rc = 0 ]; then
+		(cd "$tmp/librsock" && dpkg-buildpackage -us -uc -b -J"$(nproc)") >"$log" 2>&1 || {
+			tail -40 "$log"
+			rc=1
+		}
+	fi
+	mv "$tmp"/*.deb "$tmp"/*.changes "$tmp"/*.buildinfo "$RSOCK_DEB_DIR"/ 2>/dev/null
+	rm -rf "$tmp"
+	[ $rc = 0 ] || return 1
+	lintian --fail-on error "$RSOCK_DEB_DIR"/*.changes 2>&1 | grep -v '^running with root privileges' |
+		tee "$logdir/lintian.log"
+	[ "${PIPESTATUS[0]}" = 0 ] || { echo "lintian reports errors"; return 1; }
+	echo "packages in ${RSOCK_DEB_DIR#$top/}:"
+	for f in "$RSOCK_DEB_DIR"/*.deb; do
+		dpkg-deb -W --showformat='  ${Package} ${Version} ${Architecture}\n' "$f"
+	done
+}
+step "Debian packages (dpkg-buildpackage on a clean copy, lintian)" debs
+
 # The RDMA suite, then the tests asan_filter names again with the ASan+UBSan
 # build of the library (the negotiation and the data path run only where RDMA
 # exists): one test of each kind there (the IPv6 twins, the second HTTP server
@@ -130,8 +169,8 @@ rdma() {
 			exit $r
 		} &
 		lane2=$!
-		echo "(two guests at once: applications, readiness and the testbed; negotiation, datapath and forkexec, then ASan+UBSan)"
-		suite rdma.tap build applications readiness testbed || rc=1
+		echo "(two guests at once: applications, readiness, the testbed and the packages; negotiation, datapath and forkexec, then ASan+UBSan)"
+		suite rdma.tap build applications readiness testbed packages || rc=1
 		wait "$lane2" || rc=1
 	else
 		suite rdma.tap build || rc=1
