@@ -8,7 +8,9 @@ and exits normally (so that RSOCK_STATS=1 prints).
   statpair.py client DIR NAME PORT NSEND NRECV [fork NCHILD | exec]
 fork: after the transfer the client forks; the child sends NCHILD more bytes
 on the same stream and writes DIR/NAME.child (its pid). exec: after the
-transfer the client execs `sleep 60` (the stream closed on exec)."""
+transfer the client execs `sleep 60` (the stream closed on exec).
+STATPAIR_SERVER: the server's address (default 127.0.0.1); STATPAIR_CLIENT:
+the client's source address (default: the kernel's choice)."""
 import os
 import socket
 import sys
@@ -42,7 +44,7 @@ def main():
         nrecv, nsend = int(sys.argv[4]), int(sys.argv[5])
         ls = socket.socket()
         ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        ls.bind(("127.0.0.1", 0))
+        ls.bind((os.environ.get("STATPAIR_SERVER", "127.0.0.1"), 0))
         ls.listen(4)
         put(base + ".port", str(ls.getsockname()[1]))
         c, _ = ls.accept()
@@ -54,7 +56,9 @@ def main():
         return
     port, nsend, nrecv = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
     extra = sys.argv[7:]
-    c = socket.create_connection(("127.0.0.1", port))
+    src = os.environ.get("STATPAIR_CLIENT")
+    c = socket.create_connection((os.environ.get("STATPAIR_SERVER", "127.0.0.1"), port),
+                                 source_address=(src, 0) if src else None)
     c.sendall(b"c" * nsend)
     recv_exact(c, nrecv)
     if extra and extra[0] == "exec":
