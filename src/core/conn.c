@@ -194,9 +194,9 @@ static inline void conn_account(struct conn *c, int tx, long long r)
 	int rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA;
 	struct statpub_slot *p = atomic_load_explicit(&c->pub, memory_order_relaxed);
 
-	stats_add_bytes(rdma, tx, (uint64_t)r);
 	if (p)
 		statpub_bytes(p, rdma, tx, (uint64_t)r);
+	stats_add_bytes(rdma, tx, (uint64_t)r); /* last: a tail call */
 }
 
 void conn_account_tx(struct conn *c, long long r)

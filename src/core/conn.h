@@ -46,6 +46,9 @@ struct conn {
 	_Atomic int role;       /* enum conn_role */
 	_Atomic int path;       /* enum conn_path */
 	_Atomic int rules;      /* enum rules_transport decided at connect/listen */
+	/* Its slot for rsock-stat (conn_publish), or NULL; beside path, which
+	 * the data path reads with it. */
+	struct statpub_slot *_Atomic pub;
 
 	/* Not a stream but another descriptor the library tracks (an epoll
 	 * instance): the object the layer that tracks it made (event/epoll's
@@ -59,7 +62,6 @@ struct conn {
 	struct cm_client *client; /* a client whose hello's answer is awaited (lock) */
 	struct later *later;    /* its entry on the list of conn_settle_later (its lock) */
 	_Atomic int later_on;   /* later is set (read without the lock) */
-	struct statpub_slot *_Atomic pub; /* its slot for rsock-stat (conn_publish), or NULL */
 	struct conn *pool_next; /* freed: the next in conn.c's pool */
 };
 
