@@ -699,8 +699,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (long n = 0;; n++) {
-		if (take_sample(cur))
+		if (take_sample(cur)) {
+			free(a.procs);
+			free(a.streams);
+			free(b.procs);
+			free(b.streams);
 			return 1;
+		}
 		if (n > 0)
 			rates(cur, prev);
 		if (opt_prom)
@@ -721,5 +726,9 @@ int main(int argc, char **argv)
 		prev = cur;
 		cur = t;
 	}
+	free(a.procs);
+	free(a.streams);
+	free(b.procs);
+	free(b.streams);
 	return 0;
 }
