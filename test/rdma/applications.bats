@@ -772,6 +772,7 @@ CONF
 	run "$stat"
 	echo "$output"
 	[ "$status" -eq 0 ]
+	grep -E " rdma " <<<"$output" | sed 's/^/# /' >&3
 	[[ "$output" =~ \ rdma\ +established\ +300000\ +200000\ dev=[a-z][^\ ]*\ qpn=[1-9][0-9]*\ rings=[1-9][0-9]*/[1-9][0-9]*/[1-9][0-9]*\ credits= ]]
 	run "$stat" -j
 	[ "$status" -eq 0 ]
