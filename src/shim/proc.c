@@ -10,7 +10,6 @@
 #include "core/exec.h"
 #include "path/handover.h"
 #include "base/log.h"
-#include "base/statpub.h"
 #include "path/path.h"
 
 RSOCK_EXPORT pid_t fork(void)
@@ -139,11 +138,8 @@ static void exec_done(char **env, char *const envp[])
 RSOCK_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	char **env = exec_prepare(envp);
-	int r;
+	int r = REAL_CALL(execve, path, argv, env);
 
-	statpub_unlink(); /* the new image makes its own */
-	r = REAL_CALL(execve, path, argv, env);
-	statpub_exec_failed();
 	exec_done(env, envp);
 	return r;
 }
@@ -153,14 +149,10 @@ RSOCK_EXPORT int execv(const char *path, char *const argv[])
 	char **env = exec_prepare(environ);
 	int r;
 
-	statpub_unlink();
 	if (env == environ)
-		r = REAL_CALL(execv, path, argv);
-	else
-		r = REAL_CALL(execve, path, argv, env);
-	statpub_exec_failed();
-	if (env != environ)
-		exec_done(env, environ);
+		return REAL_CALL(execv, path, argv);
+	r = REAL_CALL(execve, path, argv, env);
+	exec_done(env, environ);
 	return r;
 }
 
@@ -169,25 +161,18 @@ RSOCK_EXPORT int execvp(const char *file, char *const argv[])
 	char **env = exec_prepare(environ);
 	int r;
 
-	statpub_unlink();
 	if (env == environ)
-		r = REAL_CALL(execvp, file, argv);
-	else
-		r = REAL_CALL(execvpe, file, argv, env);
-	statpub_exec_failed();
-	if (env != environ)
-		exec_done(env, environ);
+		return REAL_CALL(execvp, file, argv);
+	r = REAL_CALL(execvpe, file, argv, env);
+	exec_done(env, environ);
 	return r;
 }
 
 RSOCK_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	char **env = exec_prepare(envp);
-	int r;
+	int r = REAL_CALL(execvpe, file, argv, env);
 
-	statpub_unlink();
-	r = REAL_CALL(execvpe, file, argv, env);
-	statpub_exec_failed();
 	exec_done(env, envp);
 	return r;
 }
@@ -195,11 +180,8 @@ RSOCK_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[
 RSOCK_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	char **env = exec_prepare(envp);
-	int r;
+	int r = REAL_CALL(fexecve, fd, argv, env);
 
-	statpub_unlink();
-	r = REAL_CALL(fexecve, fd, argv, env);
-	statpub_exec_failed();
 	exec_done(env, envp);
 	return r;
 }
