@@ -18,6 +18,8 @@ librsock_core_la_SOURCES += \
 	src/base/rules.h \
 	src/base/stats.c \
 	src/base/stats.h \
+	src/base/statpub.c \
+	src/base/statpub.h \
 	src/base/ring.c \
 	src/base/ring.h \
 	src/base/proto.c \

@@ -1,4 +1,7 @@
-/* stats.c - see stats.h. Relaxed atomics: counters, not synchronisation. */
+/* stats.c - see stats.h. Relaxed atomics: counters, not synchronisation.
+ * Every counter but the bytes is also added to the process's segment for
+ * rsock-stat (statpub.h), when it has one; the bytes go to the stream's own
+ * slot (conn.c). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -7,6 +10,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/statpub.h"
 #include "base/stats.h"
 
 static struct {
@@ -102,21 +106,25 @@ void stats_fork_child(void)
 void stats_zcopy(uint64_t n)
 {
 	atomic_fetch_add_explicit(&st_shard()->zcopy, n, memory_order_relaxed);
+	statpub_count(STATPUB_C_ZCOPY, (int64_t)n);
 }
 
 void stats_cq_event(void)
 {
 	atomic_fetch_add_explicit(&st_shard()->cq_events, 1, memory_order_relaxed);
+	statpub_count(STATPUB_C_CQ_EVENTS, 1);
 }
 
 void stats_cq_arm(void)
 {
 	atomic_fetch_add_explicit(&st_shard()->cq_arms, 1, memory_order_relaxed);
+	statpub_count(STATPUB_C_CQ_ARMS, 1);
 }
 
 void stats_handover(void)
 {
 	atomic_fetch_add_explicit(&st_.handovers, 1, memory_order_relaxed);
+	statpub_count(STATPUB_C_HANDOVERS, 1);
 }
 
 void stats_add_bytes(int rdma, int tx, uint64_t n)
@@ -127,17 +135,21 @@ void stats_add_bytes(int rdma, int tx, uint64_t n)
 void stats_stream(int rdma)
 {
 	atomic_fetch_add_explicit(&st_.streams[!!rdma], 1, memory_order_relaxed);
+	statpub_count(rdma ? STATPUB_C_STREAMS_RDMA : STATPUB_C_STREAMS_TCP, 1);
 }
 
 void stats_fallback(enum rsock_fallback_reason why)
 {
-	if ((unsigned)why < RSOCK_FB_MAX)
+	if ((unsigned)why < RSOCK_FB_MAX) {
 		atomic_fetch_add_explicit(&st_.fallbacks[why], 1, memory_order_relaxed);
+		statpub_count(STATPUB_C_FALLBACK + why, 1);
+	}
 }
 
 void stats_registered(int64_t delta)
 {
 	atomic_fetch_add_explicit(&st_.registered, delta, memory_order_relaxed);
+	statpub_count(STATPUB_C_REGISTERED, delta);
 }
 
 void stats_snapshot(struct rsock_stats *st, size_t tracked_fds)

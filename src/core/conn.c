@@ -18,6 +18,8 @@
 #include "base/proc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/real.h"
+#include "base/statpub.h"
 #include "base/stats.h"
 #include "path/path.h"
 
@@ -104,6 +106,12 @@ void conn_unref(struct conn *c)
 		cm_client_abandon(c->client);
 	if (c->beacon)
 		cm_unlisten(c);
+	if (c->pub) { /* the slot goes first: the path writes to it no more */
+		if (c->stream)
+			path_publish(c->stream, NULL);
+		statpub_release(c->pub);
+		atomic_store(&c->pub, NULL);
+	}
 	if (c->stream)
 		path_close(c->stream, 0);
 	if (c->instance && conn_hooks.instance_free)
@@ -122,7 +130,7 @@ void conn_settle(struct conn *c, int fd, int how)
 	const int rdma_ok = how & CONN_SETTLE_RDMA;
 	struct path_stream *s = NULL;
 	enum rsock_fallback_reason why;
-	int rc;
+	int rc, decided = 0, pub_why = -1;
 
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->hello_due)) {
@@ -157,34 +165,121 @@ void conn_settle(struct conn *c, int fd, int how)
 		}
 		stats_stream(s != NULL);
 		atomic_store(&c->hello_due, 0);
+		decided = 1;
+		pub_why = rc ? (int)why : -1;
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (decided)
+		conn_publish(c, fd, NULL, 0, 0, pub_why);
 	later_drop(c);
 }
 
 void conn_fd_gone(struct conn *c)
 {
 	if (c && atomic_fetch_sub_explicit(&c->nfds, 1, memory_order_acq_rel) == 1) {
+		struct statpub_slot *p = atomic_load_explicit(&c->pub, memory_order_relaxed);
+		if (p)
+			statpub_state(p, STATPUB_ST_CLOSED);
 		if (!c->instance && conn_hooks.stream_closed)
 			conn_hooks.stream_closed(c);
 		later_drop(c);
 	}
 }
 
+/* The data path's cost of rsock-stat: a load of the slot's pointer and, when
+ * set, one relaxed add to the stream's own slot (doc/design.md,
+ * "Observability"). */
+static inline void conn_account(struct conn *c, int tx, long long r)
+{
+	int rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA;
+	struct statpub_slot *p = atomic_load_explicit(&c->pub, memory_order_relaxed);
+
+	if (p)
+		statpub_bytes(p, rdma, tx, (uint64_t)r);
+	stats_add_bytes(rdma, tx, (uint64_t)r); /* last: a tail call */
+}
+
 void conn_account_tx(struct conn *c, long long r)
 {
 	if (r <= 0)
 		return;
-	stats_add_bytes(atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA,
-			1, (uint64_t)r);
+	conn_account(c, 1, r);
 }
 
 void conn_account_rx(struct conn *c, long long r)
 {
 	if (r <= 0)
 		return;
-	stats_add_bytes(atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA,
-			0, (uint64_t)r);
+	conn_account(c, 0, r);
+}
+
+/* The slot of c, claimed now if it has none (the segment made at the
+ * process's first), or NULL. */
+static struct statpub_slot *conn_pub_slot(struct conn *c, int fd, const struct sockaddr *peer,
+					  socklen_t plen)
+{
+	struct statpub_slot *p = atomic_load(&c->pub), *prev = NULL;
+	struct sockaddr_storage l, r;
+	socklen_t ll = sizeof(l), rl = sizeof(r);
+
+	if (p)
+		return p;
+	if (!statpub_live()) {
+		struct rsock_stats now;
+		stats_snapshot(&now, fdtab_count());
+		if (statpub_open(&now))
+			return NULL;
+	}
+	memset(&l, 0, sizeof(l));
+	memset(&r, 0, sizeof(r));
+	if (!rsock_real.getsockname || rsock_real.getsockname(fd, (struct sockaddr *)&l, &ll))
+		l.ss_family = 0;
+	if (peer && plen >= sizeof(sa_family_t))
+		memcpy(&r, peer, plen < sizeof(r) ? plen : sizeof(r));
+	else if (!rsock_real.getpeername || rsock_real.getpeername(fd, (struct sockaddr *)&r, &rl))
+		r.ss_family = 0;
+	p = statpub_claim(fd,
+			  atomic_load(&c->role) == CONN_ROLE_ACCEPTED ? STATPUB_ROLE_ACCEPTED
+								      : STATPUB_ROLE_CLIENT,
+			  (struct sockaddr *)&l, (struct sockaddr *)&r);
+	if (p && !atomic_compare_exchange_strong(&c->pub, &prev, p)) {
+		statpub_release(p); /* another thread published it meanwhile */
+		p = prev;
+	}
+	return p;
+}
+
+void conn_publish(struct conn *c, int fd, const struct sockaddr *peer, socklen_t plen, int st,
+		  int why)
+{
+	struct statpub_slot *p = conn_pub_slot(c, fd, peer, plen);
+	int path = atomic_load(&c->path);
+
+	if (!p)
+		return;
+	atomic_store_explicit(&p->path, (uint32_t)path, memory_order_relaxed);
+	if (path != CONN_PATH_TCP)
+		atomic_store_explicit(&p->fallback, -1, memory_order_relaxed);
+	else if (why >= 0)
+		atomic_store_explicit(&p->fallback, why, memory_order_relaxed);
+	if (st)
+		statpub_state(p, (enum statpub_state)st);
+	if (path == CONN_PATH_RDMA && c->stream)
+		path_publish(c->stream, p);
+}
+
+void conn_publish_shut(struct conn *c, int how)
+{
+	struct statpub_slot *p = atomic_load_explicit(&c->pub, memory_order_relaxed);
+	uint32_t st, shut;
+
+	if (!p)
+		return;
+	st = atomic_load_explicit(&p->state, memory_order_relaxed);
+	shut = st == STATPUB_ST_SHUT_RD ? 1 : st == STATPUB_ST_SHUT_WR ? 2 : st == STATPUB_ST_SHUT_RDWR ? 3 : 0;
+	shut |= how == SHUT_RD ? 1 : how == SHUT_WR ? 2 : 3;
+	statpub_state(p, shut == 1 ? STATPUB_ST_SHUT_RD : shut == 2 ? STATPUB_ST_SHUT_WR
+								  : STATPUB_ST_SHUT_RDWR);
 }
 
 int conn_eligible(int domain, int type, int protocol)

@@ -33,6 +33,7 @@ struct path_stream;
 struct cm_client;
 
 struct later;
+struct statpub_slot;
 
 struct conn {
 	_Atomic unsigned refs;  /* first: conn_new clears what follows it */
@@ -45,6 +46,9 @@ struct conn {
 	_Atomic int role;       /* enum conn_role */
 	_Atomic int path;       /* enum conn_path */
 	_Atomic int rules;      /* enum rules_transport decided at connect/listen */
+	/* Its slot for rsock-stat (conn_publish), or NULL; beside path, which
+	 * the data path reads with it. */
+	struct statpub_slot *_Atomic pub;
 
 	/* Not a stream but another descriptor the library tracks (an epoll
 	 * instance): the object the layer that tracks it made (event/epoll's
@@ -135,9 +139,22 @@ static inline void conn_settle_maybe(struct conn *c, int fd)
 		conn_settle(c, fd, CONN_SETTLE_RDMA);
 }
 
-/* Count bytes carried by this stream (r > 0 only) in the process's counters (stats.c). */
+/* Count bytes carried by this stream (r > 0 only) in the process's counters
+ * (stats.c) and in the stream's slot for rsock-stat, if it has one. */
 void conn_account_tx(struct conn *c, long long r);
 void conn_account_rx(struct conn *c, long long r);
+
+/* Publish the connected or accepted stream c (on fd) for rsock-stat
+ * (base/statpub.h), or update what is published: its path (c->path), its
+ * state st (enum statpub_state; 0 leaves it), and on TCP the fallback
+ * reason why (-1 leaves it). peer, plen: the address connect() was given
+ * (NULL: the kernel's). The process's segment is made at its first stream;
+ * when it cannot be, nothing is published and nothing else changes. Takes
+ * no lock of c's (the RDMA path's own lock, briefly). */
+void conn_publish(struct conn *c, int fd, const struct sockaddr *peer, socklen_t plen, int st,
+		  int why);
+/* shutdown(how) succeeded on c's stream: its published state. */
+void conn_publish_shut(struct conn *c, int how);
 
 /* True for the sockets the library tracks: stream sockets of AF_INET/AF_INET6
  * whose protocol is 0 or IPPROTO_TCP. type may carry SOCK_NONBLOCK/CLOEXEC. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/fdtab.h"
+#include "base/statpub.h"
 
 static int fdtab_oom;
 #define HASH_NONFATAL_OOM 1
@@ -83,6 +84,7 @@ static struct conn *remove_locked(int fd)
 		return NULL;
 	HASH_DEL(fdtab_head, e);
 	fdtab_n--;
+	statpub_set(STATPUB_C_TRACKED_FDS, (int64_t)fdtab_n);
 	bit_set((unsigned)fd, 0);
 	slot_set((unsigned)fd, NULL);
 	c = e->conn;
@@ -116,6 +118,7 @@ int fdtab_insert(int fd, struct conn *c)
 		HASH_DEL(fdtab_head, e);
 	} else {
 		fdtab_n++;
+		statpub_set(STATPUB_C_TRACKED_FDS, (int64_t)fdtab_n);
 	}
 	pthread_rwlock_unlock(&fdtab_lock);
 
@@ -185,6 +188,7 @@ void fdtab_remove_range(unsigned lo, unsigned hi)
 			gone = e;
 		}
 	}
+	statpub_set(STATPUB_C_TRACKED_FDS, (int64_t)fdtab_n);
 	pthread_rwlock_unlock(&fdtab_lock);
 	while (gone) {
 		e = gone;

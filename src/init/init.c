@@ -24,6 +24,7 @@
 #include "init/init.h"
 #include "base/log.h"
 #include "base/real.h"
+#include "base/statpub.h"
 #include "base/stats.h"
 #include "path/path.h"
 #include "path/rdma/transport.h" /* the RDMA path's hooks, fork handlers and reaper */
@@ -75,6 +76,9 @@ static const struct fork_hook fork_hooks[] = {
 	/* a leaf; conn_fork_child initialises it again in the child */
 	{conn_pool_fork_lock, conn_pool_fork_unlock, NULL},
 	{NULL, NULL, stats_fork_child},
+	/* a leaf (its segment's file, rsock-stat's): the child moves to a
+	 * segment of its own, after its own pid is known */
+	{statpub_fork_lock, statpub_fork_unlock, statpub_fork_child},
 	{log_fork_lock, log_fork_unlock, log_fork_unlock},
 	{NULL, NULL, proc_fork_child}, /* first in the child: its own pid */
 };
@@ -197,4 +201,5 @@ __attribute__((destructor)) static void rsock_destructor(void)
 	fdtab_each(exit_drain_one, &d);
 	if (rsock_config.stats_at_exit)
 		stats_print(fdtab_count());
+	statpub_unlink(); /* rsock-stat sees the process no more */
 }

@@ -21,6 +21,7 @@
 
 struct ho_pre;
 struct path_stream;
+struct statpub_slot;
 
 /* A thread asleep on a stream (poll() or a blocking call): woken through
  * its thread's eventfd when another thread's progress changes the stream
@@ -140,12 +141,24 @@ struct path_ops {
 	 * it (answer the peer's hand-over, notice its close). Returns 1 while
 	 * it should be watched on. */
 	int (*control_watch)(struct path_stream *s);
+
+	/* ---- observability ---- */
+	/* Describe the stream in slot for rsock-stat (base/statpub.h: device,
+	 * queue pair, ring sizes) and keep its credits there up to date,
+	 * until called with NULL (the slot is given back then). May be NULL. */
+	void (*publish)(struct path_stream *s, struct statpub_slot *slot);
 };
 
 /* The first member of every path's stream object. */
 struct path_stream {
 	const struct path_ops *ops;
 };
+
+static inline void path_publish(struct path_stream *s, struct statpub_slot *slot)
+{
+	if (s->ops->publish)
+		s->ops->publish(s, slot);
+}
 
 static inline ssize_t path_send(struct path_stream *s, const struct iovec *iov, int iovcnt,
 				int flags, int nonblock)

@@ -10,6 +10,7 @@
 #include "core/exec.h"
 #include "path/handover.h"
 #include "base/log.h"
+#include "base/statpub.h"
 #include "path/path.h"
 
 RSOCK_EXPORT pid_t fork(void)
@@ -138,8 +139,11 @@ static void exec_done(char **env, char *const envp[])
 RSOCK_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	char **env = exec_prepare(envp);
-	int r = REAL_CALL(execve, path, argv, env);
+	int r;
 
+	statpub_unlink(); /* the new image makes its own */
+	r = REAL_CALL(execve, path, argv, env);
+	statpub_exec_failed();
 	exec_done(env, envp);
 	return r;
 }
@@ -149,10 +153,14 @@ RSOCK_EXPORT int execv(const char *path, char *const argv[])
 	char **env = exec_prepare(environ);
 	int r;
 
+	statpub_unlink();
 	if (env == environ)
-		return REAL_CALL(execv, path, argv);
-	r = REAL_CALL(execve, path, argv, env);
-	exec_done(env, environ);
+		r = REAL_CALL(execv, path, argv);
+	else
+		r = REAL_CALL(execve, path, argv, env);
+	statpub_exec_failed();
+	if (env != environ)
+		exec_done(env, environ);
 	return r;
 }
 
@@ -161,18 +169,25 @@ RSOCK_EXPORT int execvp(const char *file, char *const argv[])
 	char **env = exec_prepare(environ);
 	int r;
 
+	statpub_unlink();
 	if (env == environ)
-		return REAL_CALL(execvp, file, argv);
-	r = REAL_CALL(execvpe, file, argv, env);
-	exec_done(env, environ);
+		r = REAL_CALL(execvp, file, argv);
+	else
+		r = REAL_CALL(execvpe, file, argv, env);
+	statpub_exec_failed();
+	if (env != environ)
+		exec_done(env, environ);
 	return r;
 }
 
 RSOCK_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	char **env = exec_prepare(envp);
-	int r = REAL_CALL(execvpe, file, argv, env);
+	int r;
 
+	statpub_unlink();
+	r = REAL_CALL(execvpe, file, argv, env);
+	statpub_exec_failed();
 	exec_done(env, envp);
 	return r;
 }
@@ -180,8 +195,11 @@ RSOCK_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[
 RSOCK_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	char **env = exec_prepare(envp);
-	int r = REAL_CALL(fexecve, fd, argv, env);
+	int r;
 
+	statpub_unlink();
+	r = REAL_CALL(fexecve, fd, argv, env);
+	statpub_exec_failed();
 	exec_done(env, envp);
 	return r;
 }

@@ -12,6 +12,7 @@
 #include "base/config.h"
 #include "event/epoll.h"
 #include "base/log.h"
+#include "base/statpub.h"
 #include "base/stats.h"
 #include "path/path.h"
 
@@ -144,6 +145,7 @@ again:
 					atomic_store(&n->rcvbuf, b.rcvbuf);
 					atomic_store(&n->sndbuf, b.sndbuf);
 					atomic_store(&n->hello_due, 1);
+					conn_publish(n, nfd, NULL, 0, STATPUB_ST_ESTABLISHED, -1);
 					conn_settle_later(n, nfd, 0);
 				}
 				conn_unref(n);
@@ -176,6 +178,8 @@ again:
 			s = NULL;
 			why = RSOCK_FB_RESOURCES;
 		}
+		if (n)
+			conn_publish(n, nfd, NULL, 0, STATPUB_ST_ESTABLISHED, s ? -1 : (int)why);
 		conn_unref(n);
 		stats_stream(s != NULL);
 		if (!s)
@@ -214,7 +218,7 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 {
 	enum rsock_fallback_reason why = RSOCK_FB_RULES;
 	struct cm_client *st = NULL;
-	int r, saved, rdma_only = rsock_config.mode == RSOCK_MODE_RDMA;
+	int r, saved, up, rdma_only = rsock_config.mode == RSOCK_MODE_RDMA;
 
 	if (atomic_load(&c->role) != CONN_ROLE_NONE || !SA(addr) || len < sizeof(sa_family_t) ||
 	    SA(addr)->sa_family == AF_UNSPEC)
@@ -237,6 +241,7 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 		return r;
 	}
 	atomic_store(&c->role, CONN_ROLE_CLIENT);
+	up = r == 0;
 	/* The peer runs librsock: the hello must follow the connection at
 	 * once, whatever the application does next (it may wait for the
 	 * server to speak first), so a non-blocking connect waits here for
@@ -244,7 +249,7 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 	 * EINPROGRESS. A connection that is not up in time stays on TCP and
 	 * never sends a hello (a late one would reach the server's
 	 * application as data). */
-	if (st && r != 0 && !wait_connected(fd)) {
+	if (st && r != 0 && !(up = wait_connected(fd))) {
 		log_debug("connect: not established within %u ms: the stream stays on TCP",
 			  cm_settings.handshake_ms);
 		cm_client_abandon(st);
@@ -285,6 +290,9 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 		saved = ECONNREFUSED;
 		r = -1;
 	}
+	if (r == 0 || saved == EINPROGRESS)
+		conn_publish(c, fd, SA(addr), len, up ? STATPUB_ST_ESTABLISHED : STATPUB_ST_CONNECTING,
+			     atomic_load(&c->path) == CONN_PATH_TCP ? (int)why : -1);
 	errno = saved;
 	return r;
 }
@@ -308,8 +316,11 @@ static RSOCK_COLD int shutdown_slow(int fd, int how)
 
 	conn_settle_maybe(c, fd);
 	if (!c || atomic_load(&c->path) != CONN_PATH_RDMA) {
+		r = REAL_CALL(shutdown, fd, how);
+		if (c && r == 0)
+			conn_publish_shut(c, how);
 		conn_unref(c);
-		return REAL_CALL(shutdown, fd, how);
+		return r;
 	}
 	/* The kernel validates fd and how; the TCP control connection itself is
 	 * left open (its end tells the peer the stream is gone). */
@@ -322,6 +333,8 @@ static RSOCK_COLD int shutdown_slow(int fd, int how)
 		r = path_shutdown_rd(c->stream, fd);
 	if (how != SHUT_RD && r == 0)
 		r = path_shutdown_wr(c->stream);
+	if (r == 0)
+		conn_publish_shut(c, how);
 	conn_unref(c);
 	return (int)shim_ret(r);
 }

@@ -746,6 +746,48 @@ CONF
 	stats_rdma cli.log 10000000 rx
 }
 
+@test "rsock-stat: an RDMA stream shows on path rdma with its device, QP number and ring sizes" {
+	require_cmd python3
+	local pair=$RSOCK_SRC_DIR/test/bats/statpair.py stat=$RSOCK_BUILD_DIR/tools/rsock-stat i cli srv
+	export STATPAIR_SERVER=$ADDR_B STATPAIR_CLIENT=$ADDR_A
+	start_bg srv env $(rsock_env srv) python3 "$pair" server . srv 300000 200000
+	for i in $(seq 300); do [ -s srv.port ] && break; sleep 0.1; done
+	start_bg cli env $(rsock_env cli) python3 "$pair" client . cli "$(cat srv.port)" 300000 200000
+	for i in $(seq 600); do [ -s srv.ready ] && [ -s cli.ready ] && break; sleep 0.1; done
+	cli=$(cat cli.ready)
+	srv=$(cat srv.ready)
+	run "$stat"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	grep -E " rdma " <<<"$output" | sed 's/^/# /' >&3
+	[[ "$output" =~ \ rdma\ +established\ +300000\ +200000\ dev=[a-z][^\ ]*\ qpn=[1-9][0-9]*\ rings=[1-9][0-9]*/[1-9][0-9]*/[1-9][0-9]*\ credits= ]]
+	run "$stat" -j
+	[ "$status" -eq 0 ]
+	echo "$output" >out.json
+	python3 - "$cli" "$srv" <<'EOF'
+import json, sys
+objs = [json.loads(l) for l in open("out.json") if l.strip()]
+for pid, tx, rx in ((int(sys.argv[1]), 300000, 200000), (int(sys.argv[2]), 200000, 300000)):
+    o = [o for o in objs if o["pid"] == pid]
+    assert len(o) == 1, (pid, objs)
+    o = o[0]
+    assert o["path"] == "rdma" and o["fallback"] is None, o
+    assert o["device"] and o["qpn"] > 0, o
+    assert o["rx_ring"] > 0 and o["tx_ring"] > 0 and o["peer_ring"] > 0, o
+    assert o["tx_bytes"] == tx and o["rx_bytes"] == rx, o
+EOF
+	run "$stat" -s -j -p "$cli"
+	echo "$output"
+	[[ "$output" == *'"streams_rdma":1'* ]]
+	[[ "$output" == *'"tx_bytes_rdma":300000'* ]]
+	touch stop
+	for i in $(seq 100); do [ -e "/dev/shm/rsock-$cli" ] || break; sleep 0.1; done
+	[ ! -e "/dev/shm/rsock-$cli" ]
+	stop_all_bg
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+}
+
 @test "ncat --broker relays a line from one RDMA client to another (select on a stream not used yet)" {
 	require_cmd ncat
 	local port c2

@@ -12,11 +12,22 @@
 
 #include "base/compiler.h"
 #include "base/ring.h"
+#include "base/statpub.h"
 #include "path/rdma/transport.h"
 
 #define TP_SPILL_MAX (8u << 20) /* the most a stream keeps read beyond its ring */
 
 /* ---- the sender: its data messages not yet credited ---------------------- */
+
+/* The credits in use, in the stream's slot for rsock-stat when it has one:
+ * data messages outstanding and bytes in the peer's ring not yet credited. */
+static inline void tp_pub_credits(struct tp *t)
+{
+	struct statpub_slot *p = atomic_load_explicit(&t->pub, memory_order_relaxed);
+
+	if (p)
+		statpub_credits(p, t->msg_count, t->peer.tail - t->peer.acked);
+}
 
 /* A data message ending at the peer's tail is posted: its end is recorded
  * until the peer's credit covers it (the message allowance). The caller
@@ -25,6 +36,7 @@ static inline void tp_data_msg_posted(struct tp *t)
 {
 	t->msg_end[(t->msg_head + t->msg_count) % RSOCK_ARRAY_SIZE(t->msg_end)] = t->peer.tail;
 	t->msg_count++;
+	tp_pub_credits(t);
 }
 
 /* The peer's credit of v consumed bytes: the messages it fully covers are
@@ -38,6 +50,7 @@ static inline int tp_credit_take(struct tp *t, uint32_t v)
 		t->msg_head = (t->msg_head + 1) % RSOCK_ARRAY_SIZE(t->msg_end);
 		t->msg_count--;
 	}
+	tp_pub_credits(t);
 	return 0;
 }
 

@@ -6,6 +6,8 @@
 #include "build-config.h"
 #endif
 #include "base/proc.h"
+#include "base/statpub.h"
+#include "path/rdma/flow.h"
 #include "path/registry.h"
 #include "path/rdma/transport.h"
 
@@ -170,6 +172,20 @@ static int ops_control_watch(struct path_stream *s)
 	return tp_control_watch(tp_of(s));
 }
 
+static void ops_publish(struct path_stream *s, struct statpub_slot *slot)
+{
+	struct tp *t = tp_of(s);
+
+	pthread_mutex_lock(&t->lock);
+	atomic_store_explicit(&t->pub, slot, memory_order_relaxed);
+	if (slot) {
+		statpub_rdma(slot, t->pd ? ibv_get_device_name(t->pd->context->device) : NULL,
+			     t->qp ? t->qp->qp_num : 0, t->rx.size, t->tx.size, t->peer.size);
+		tp_pub_credits(t);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 const struct path_ops tp_path_ops = {
 	.name = "rdma",
 	.send = ops_send,
@@ -201,4 +217,5 @@ const struct path_ops tp_path_ops = {
 	.prefix_fd = ops_prefix_fd,
 	.forked = ops_forked,
 	.control_watch = ops_control_watch,
+	.publish = ops_publish,
 };

@@ -173,6 +173,10 @@ struct tp {
 	struct ho_pre *pre;          /* after the switch: bytes from RDMA not yet read */
 	struct ho_rec *rec;          /* the record other processes ask through */
 	unsigned fork_gen;           /* ho_forks when the stream came up */
+
+	/* Its slot for rsock-stat (path_publish), or NULL: credits are
+	 * stored there where they change (flow.h). */
+	struct statpub_slot *_Atomic pub;
 };
 
 /* The stream object of a struct path_stream the RDMA path made (its ops
