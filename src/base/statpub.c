@@ -318,13 +318,20 @@ void statpub_rdma(struct statpub_slot *p, const char *device, uint32_t qpn, uint
 	atomic_store_explicit(&p->peer_ring, peer_ring, memory_order_relaxed);
 }
 
+/* The slots in use when a fork began, noted in private memory while sp_lock
+ * holds every claim and release still: the segment is shared with the
+ * parent, which may release its slots (its close of a stream the child
+ * keeps) before the child's handler reads them there. */
+static uint64_t sp_fork_live[STATPUB_SLOTS / 64];
+static uint32_t sp_fork_hi;
+
 /* The segment mapped at h moves to a new file of this process (its
  * identity and what its slots hold), mapped at the same address, so that
  * the slots the streams point at stay theirs. 0 or -errno. */
 static int sp_move(struct statpub_header *h)
 {
 	pid_t pid = sp_getpid();
-	uint32_t hi = atomic_load(&h->slots_hi);
+	uint32_t hi = sp_fork_hi;
 	struct statpub_header *n;
 	int fd = sp_make_file(pid);
 
@@ -335,9 +342,11 @@ static int sp_move(struct statpub_header *h)
 		goto fail;
 	memcpy(n, h, STATPUB_HDR_SIZE);
 	n->magic = 0;
-	for (uint32_t i = 0; i < hi && i < STATPUB_SLOTS; i++)
-		if (atomic_load(&sp_slot(h, i)->used))
+	for (uint32_t i = 0; i < hi; i++)
+		if ((sp_fork_live[i / 64] >> (i % 64)) & 1) {
 			memcpy(sp_slot(n, i), sp_slot(h, i), sizeof(struct statpub_slot));
+			atomic_store(&sp_slot(n, i)->used, 1); /* the parent may have let it go */
+		}
 	sp_identity(n, pid);
 	munmap(n, SP_LEN);
 	if (mmap(h, SP_LEN, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
@@ -385,7 +394,17 @@ void statpub_exec_failed(void)
 
 void statpub_fork_lock(void)
 {
+	struct statpub_header *h;
+
 	pthread_mutex_lock(&sp_lock);
+	h = atomic_load(&sp_hdr);
+	sp_fork_hi = h ? atomic_load(&h->slots_hi) : 0;
+	if (sp_fork_hi > STATPUB_SLOTS)
+		sp_fork_hi = STATPUB_SLOTS;
+	memset(sp_fork_live, 0, (sp_fork_hi + 63) / 64 * sizeof(uint64_t));
+	for (uint32_t i = 0; i < sp_fork_hi; i++)
+		if (atomic_load(&sp_slot(h, i)->used))
+			sp_fork_live[i / 64] |= 1ull << (i % 64);
 }
 
 void statpub_fork_unlock(void)
@@ -403,9 +422,9 @@ void statpub_fork_child(void)
 	sp_failed = 0;
 	if (!h)
 		return;
-	hi = atomic_load(&h->slots_hi);
-	for (uint32_t i = 0; i < hi && i < STATPUB_SLOTS; i++)
-		live += atomic_load(&sp_slot(h, i)->used);
+	hi = sp_fork_hi;
+	for (uint32_t i = 0; i < hi; i++)
+		live += (sp_fork_live[i / 64] >> (i % 64)) & 1;
 	if (!live) { /* nothing inherited: a segment at the child's first stream */
 		atomic_store(&sp_hdr, NULL);
 		munmap(h, SP_LEN);

@@ -62,6 +62,9 @@ static const struct fork_hook fork_hooks[] = {
 	/* before any lock: a connected stream awaiting its hello's answer
 	 * settles now, and that may need every lock below */
 	{conn_fork_settle_clients, NULL, NULL},
+	/* then the fork is counted: a stream that came up just above has come
+	 * up before it (its owner's close then hands it over for the child) */
+	{ho_fork_count, NULL, NULL},
 	/* the settling list: the thread it waits for may need the library's thread */
 	{conn_fork_lock, conn_fork_unlock, conn_fork_child},
 	/* the library's thread parked (service.h) */

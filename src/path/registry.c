@@ -32,6 +32,11 @@
 
 _Atomic unsigned ho_forks;
 
+void ho_fork_count(void)
+{
+	atomic_fetch_add(&ho_forks, 1);
+}
+
 #define HO_PAGE_RECS (4096 / sizeof(struct ho_rec))
 
 struct ho_slot {

@@ -57,6 +57,9 @@ int ho_request(struct ho_rec *rec, struct ho_pre **pre);
 /* Forks of this process so far (the owner's close switches a stream that a
  * child may still hold). */
 extern _Atomic unsigned ho_forks RSOCK_HIDDEN;
+/* Count a fork (a prepare hook of init.c's fork table): our streams may now
+ * be held elsewhere too. */
+void ho_fork_count(void);
 
 /* For init.c's pthread_atfork handlers: the registry's lock is held across
  * fork(), so that no child inherits it held by a thread it does not have. */

@@ -17,9 +17,8 @@ RSOCK_EXPORT pid_t fork(void)
 {
 	if (!shim_active())
 		return REAL_CALL(fork);
-	atomic_fetch_add(&ho_forks, 1); /* our streams may now be held elsewhere too */
-	/* The library's locks are taken across the fork by the handlers
-	 * init.c registers with pthread_atfork. */
+	/* The library's locks are taken across the fork, and ho_forks counted,
+	 * by the handlers init.c registers with pthread_atfork. */
 	return rsock_real.fork();
 }
 

@@ -2,7 +2,8 @@
 # packages.bats - the Debian packages (debian/) installed and used: librsock0
 # alone makes LD_PRELOAD=librsock.so work, and the installed rsock-run
 # carries an unmodified program's stream between the two RDMA addresses over
-# RDMA with the installed library (not the build tree's).
+# RDMA with the installed library (not the build tree's), and the installed
+# rsock-stat shows that stream live from outside.
 #
 # The packages are the .debs scripts/test.sh's step "Debian packages" leaves
 # in RSOCK_DEB_DIR (test-results/deb). In the soft-RoCE guest `dpkg -i`
@@ -150,4 +151,41 @@ maps_lib() {
 	stats_rdma cli.log "$n" tx
 	stats_rdma srv.log "$n" rx
 	rdma_crossed 20
+}
+
+@test "packages: the installed rsock-stat shows the stream of a program run by the installed rsock-run on RDMA" {
+	require_cmd python3
+	install_debs librsock0 rsock-tools
+	local pair=$RSOCK_SRC_DIR/test/bats/statpair.py stat i cli srv
+	stat=$(command -v rsock-stat)
+	[ "$stat" = /usr/bin/rsock-stat ] || {
+		echo "rsock-stat is '$stat', not the installed /usr/bin/rsock-stat" >&2
+		false
+	}
+	man -w rsock-stat | grep -q '^/usr/share/man/man1/rsock-stat\.1'
+	export STATPAIR_SERVER=$ADDR_B STATPAIR_CLIENT=$ADDR_A
+	start_bg srv env -u RSOCK_LIB -u LD_PRELOAD rsock-run -s -L "$PWD/srv.log" -- \
+		python3 "$pair" server . srv 100000 50000
+	for i in $(seq 300); do [ -s srv.port ] && break; sleep 0.1; done
+	start_bg cli env -u RSOCK_LIB -u LD_PRELOAD rsock-run -s -L "$PWD/cli.log" -- \
+		python3 "$pair" client . cli "$(cat srv.port)" 100000 50000
+	for i in $(seq 600); do [ -s srv.ready ] && [ -s cli.ready ] && break; sleep 0.1; done
+	cli=$(cat cli.ready)
+	srv=$(cat srv.ready)
+	run "$stat" -p "$cli"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	grep -E " rdma " <<<"$output" | sed 's/^/# /' >&3
+	[[ "$output" =~ \ rdma\ +established\ +100000\ +50000\ dev=[a-z][^\ ]*\ qpn=[1-9][0-9]* ]]
+	run "$stat" -p "$srv"
+	[ "$status" -eq 0 ]
+	[[ "$output" =~ \ rdma\ +established\ +50000\ +100000\ dev= ]]
+	run "$stat" --prometheus
+	[ "$status" -eq 0 ]
+	grep -E "^rsock_bytes_total\{path=\"rdma\",direction=\"tx\",pid=\"$cli\",comm=\"[^\"]+\"\} 100000$" <<<"$output"
+	touch stop
+	wait_bg "$BG_PID" 60
+	stop_all_bg
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
 }

@@ -101,12 +101,17 @@ static void test_segment(void **state)
 	assert_int_equal(ra->qpn, 0);
 	statpub_bytes(b, 0, 0, 11);
 
-	/* a fork child: its own segment, the live slots copied, the parent's untouched */
+	/* a fork child: its own segment, the live slots copied, the parent's
+	 * untouched; the slots live at the fork are the child's even when the
+	 * parent gives one back before the child's handler runs */
+	statpub_fork_lock();
 	pid_t p = fork();
 	if (p == 0) {
+		atomic_store(&b->used, 0); /* the parent's release, early */
 		statpub_fork_child();
 		struct statpub_header *c = reader_map(getpid());
-		if (!c || c->pid != getpid() || c->magic != STATPUB_MAGIC || slot_of(c, 1)->bytes[0][0] != 11)
+		if (!c || c->pid != getpid() || c->magic != STATPUB_MAGIC || slot_of(c, 1)->bytes[0][0] != 11 ||
+		    !atomic_load(&slot_of(c, 1)->used))
 			_exit(1);
 		statpub_bytes(b, 0, 0, 1000); /* the child's own */
 		if (slot_of(c, 1)->bytes[0][0] != 1011 || slot_of(h, 1)->bytes[0][0] != 11)
@@ -115,11 +120,13 @@ static void test_segment(void **state)
 		_exit(access(seg, F_OK) == 0 ? 3 : 0);
 	}
 	int st;
+	statpub_fork_unlock();
 	assert_true(p > 0);
 	assert_int_equal(waitpid(p, &st, 0), p);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
 	assert_int_equal(slot_of(h, 1)->bytes[0][0], 11);
+	atomic_store(&b->used, 1); /* the child's stand-in release undone */
 
 	/* exec: the file goes before, and comes back when it fails */
 	snprintf(seg, sizeof(seg), STATPUB_DIR "/" STATPUB_PREFIX "%d", (int)getpid());
