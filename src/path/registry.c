@@ -201,44 +201,55 @@ struct ho_rec *ho_register(struct path_stream *s)
 	return r;
 }
 
+/* The slot of stream s in this process's records, or NULL (not registered,
+ * or the records are a parent's). Caller holds ho_lock. */
+static struct ho_slot *slot_of(const struct path_stream *s)
+{
+	if (slots_pid != rsock_pid())
+		return NULL;
+	for (size_t i = 0; i < cap_slots; i++)
+		if (slots[i].stream == s)
+			return &slots[i];
+	return NULL;
+}
+
 void ho_unregister(struct path_stream *s, int forked)
 {
+	struct ho_slot *sl;
+
 	pthread_mutex_lock(&ho_lock);
-	if (slots_pid == rsock_pid())
-		for (size_t i = 0; i < cap_slots; i++)
-			if (slots[i].stream == s) {
-				struct ho_rec *r = slots[i].rec;
-				uint32_t st = atomic_load(&r->state);
-				rsock_real.epoll_ctl(ho_ep, EPOLL_CTL_DEL, path_control_fd(s), NULL);
-				slots[i].stream = NULL;
-				slots[i].retired = forked;
-				n_slots--;
-				/* A child still waiting learns the stream is gone;
-				 * one that comes later finds the switch done (its
-				 * prefix stays open, ho_orphan) or the owner gone. */
-				if (st == HO_ASKED) {
-					atomic_store(&r->state, HO_FAILED);
-					futex(&r->state, FUTEX_WAKE, INT_MAX, NULL);
-				}
-				if (st != HO_DONE)
-					r->owner = 0;
-				break;
-			}
+	sl = slot_of(s);
+	if (sl) {
+		struct ho_rec *r = sl->rec;
+		uint32_t st = atomic_load(&r->state);
+		rsock_real.epoll_ctl(ho_ep, EPOLL_CTL_DEL, path_control_fd(s), NULL);
+		sl->stream = NULL;
+		sl->retired = forked;
+		n_slots--;
+		/* A child still waiting learns the stream is gone; one that comes
+		 * later finds the switch done (its prefix stays open, ho_orphan)
+		 * or the owner gone. */
+		if (st == HO_ASKED) {
+			atomic_store(&r->state, HO_FAILED);
+			futex(&r->state, FUTEX_WAKE, INT_MAX, NULL);
+		}
+		if (st != HO_DONE)
+			r->owner = 0;
+	}
 	pthread_mutex_unlock(&ho_lock);
 }
 
 void ho_publish(struct path_stream *s, int fd)
 {
+	struct ho_slot *sl;
+
 	pthread_mutex_lock(&ho_lock);
-	if (slots_pid == rsock_pid())
-		for (size_t i = 0; i < cap_slots; i++)
-			if (slots[i].stream == s) {
-				struct ho_rec *r = slots[i].rec;
-				r->pre_fd = fd;
-				atomic_store(&r->state, HO_DONE);
-				futex(&r->state, FUTEX_WAKE, INT_MAX, NULL);
-				break;
-			}
+	sl = slot_of(s);
+	if (sl) {
+		sl->rec->pre_fd = fd;
+		atomic_store(&sl->rec->state, HO_DONE);
+		futex(&sl->rec->state, FUTEX_WAKE, INT_MAX, NULL);
+	}
 	pthread_mutex_unlock(&ho_lock);
 }
 

@@ -237,12 +237,7 @@ static void teardown(struct tp *t, const char *when)
 	if (tp_set_keep(t)) {
 		t->mem = NULL; /* the cache's now, still registered */
 	} else {
-		if (t->rx_mr)
-			ibv_dereg_mr(t->rx_mr);
-		if (t->tx_mr)
-			ibv_dereg_mr(t->tx_mr);
-		if (t->pd)
-			ibv_dealloc_pd(t->pd);
+		tp_regs_free(t);
 		stats_registered(-(int64_t)t->mem_len);
 	}
 	tp_cq_free(t); /* not kept (set_keep takes both or neither) */

@@ -99,6 +99,9 @@ static inline int tp_rx_ended(const struct tp *t)
 
 /* Unmap the stream's rings and its spill. */
 void tp_mem_free(struct tp *t);
+/* Deregister the stream's two MRs and free its PD (those it has; the set
+ * cache keeps them instead when it takes the rings). */
+void tp_regs_free(struct tp *t);
 /* Destroy the stream's QP, if it has one. */
 void tp_qp_destroy(struct tp *t);
 /* Take a cached ring set for ctx and these sizes into t: 1 if one was

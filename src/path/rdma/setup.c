@@ -35,6 +35,16 @@ void tp_mem_free(struct tp *t)
 		munmap(t->spill.buf, t->spill.size);
 }
 
+void tp_regs_free(struct tp *t)
+{
+	if (t->rx_mr)
+		ibv_dereg_mr(t->rx_mr);
+	if (t->tx_mr)
+		ibv_dereg_mr(t->tx_mr);
+	if (t->pd)
+		ibv_dealloc_pd(t->pd);
+}
+
 int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_fd,
 	   struct tp **out)
 {
@@ -114,12 +124,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	return 0;
 fail:
 	tp_cq_free(t); /* (from the cache) */
-	if (t->tx_mr)
-		ibv_dereg_mr(t->tx_mr);
-	if (t->rx_mr)
-		ibv_dereg_mr(t->rx_mr);
-	if (t->pd)
-		ibv_dealloc_pd(t->pd);
+	tp_regs_free(t);
 	ownfd_close(t->tcp_fd);
 	tp_mem_free(t);
 	pthread_mutex_destroy(&t->lock);
