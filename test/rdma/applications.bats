@@ -877,7 +877,7 @@ PY
 	stats_only_rdma srv.log
 }
 
-@test "erlang: the BEAM's own I/O (active mode, a writer process per socket) echoes 4 x 3 MB at once over RDMA" {
+@test "erlang: the BEAM's own I/O (active-once mode, a writer process per socket) echoes 4 x 3 MB at once over RDMA" {
 	require_cmd erl erlc
 	local port
 	head -c 3000000 /dev/urandom >data
@@ -887,8 +887,12 @@ PY
 	wait_for_port "$port" 60 "$BG_PID"
 	run bounded 120 env $(rsock_env cli) erl -noshell -pa . -s rsock_echo cli "$ADDR_B" "$port" "$ADDR_A" data 4
 	echo "$output"
-	[ "$status" -eq 0 ]
-	[ "$output" = "intact 4 of 4" ]
+	[ "$status" -eq 0 ] && [ "$output" = "intact 4 of 4" ] || {
+		echo "server's output:"
+		cat srv.out
+		tail -n 20 cli.log srv.log
+		false
+	}
 	wait_bg "$BG_PID" 30
 	stats_only_rdma cli.log
 	stats_rdma cli.log 12000000 rx
