@@ -294,6 +294,8 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
 	log_debug("accept: fd %d carried by RDMA", fd);
 	return 0;
 unlist:
+	if (p.qp_err)
+		*why = RSOCK_FB_RESOURCES; /* ours, not the client's: its request was rejected */
 	cm_drop_cancel(fd); /* one that came with the end (a failed answer) */
 	log_debug("accept: fd %d stays on TCP (reason %d)", fd, *why);
 	pending_unlist(&p);
