@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "base/config.h"
+#include "base/fault.h"
 #include "base/log.h"
 
 struct cm_settings cm_settings = {
@@ -138,6 +139,15 @@ int config_load(struct rsock_config *cfg)
 	config_env_ulong("RSOCK_POLL_MAX_US", 0, 100000, &tp_settings.poll_max_us);
 	config_env_ulong("RSOCK_RING_CACHE", 0, 1024, &tp_settings.ring_cache);
 	config_env_ulong("RSOCK_ZCOPY_KB", 0, 1024 * 1024, &tp_settings.zcopy_kb);
+	if ((s = secure_getenv("RSOCK_FAULT")) && *s) {
+		struct fault_plan plan;
+		if (fault_parse(s, &plan) < 0)
+			log_warn("RSOCK_FAULT=%s is not SITE[:N[xCOUNT|+]][=VALUE][,...]; no fault armed", s);
+		else {
+			fault_arm(&plan);
+			log_warn("RSOCK_FAULT=%s: fault injection armed", s);
+		}
+	}
 	/* The ring size must be a power of two: round down. */
 	while (cm_settings.ring_kb & (cm_settings.ring_kb - 1))
 		cm_settings.ring_kb &= cm_settings.ring_kb - 1;

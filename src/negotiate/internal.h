@@ -134,6 +134,7 @@ struct pending {
 	struct tp *tp;
 	struct ibv_context *ctx;
 	int state;
+	int qp_err;         /* -errno: its QP could not be made for the request (rejected) */
 	struct pending *next;
 };
 

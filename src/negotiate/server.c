@@ -203,7 +203,10 @@ static int answer_send(int fd, const struct pending *p, const struct listener *l
 }
 
 /* Wait for the data connection (0), or the client's cancel, or its end, or
- * the deadline (-ECONNABORTED). */
+ * the deadline (-ECONNABORTED). A request accepted (its QP in RTS) and no
+ * cancel by the deadline, which is past the client's own bound: the
+ * client is connected and may have written into our ring, its ESTABLISHED
+ * only late here (the library's thread busy): up (0). */
 static int connected_wait(int fd, struct pending *p, int64_t deadline)
 {
 	struct timespec ts;
@@ -233,9 +236,12 @@ static int connected_wait(int fd, struct pending *p, int64_t deadline)
 			 * request it may have been connected, have written
 			 * and closed before the library's thread saw ESTABLISHED
 			 * here: what it sent is in our ring, so the outcome
-			 * of the connection decides (bounded by the deadline). */
-			if (st != PEND_ACCEPTING || clock_left_ms(deadline) == 0)
+			 * of the connection decides, and at the deadline, with
+			 * no cancel, it was connected. */
+			if (st != PEND_ACCEPTING)
 				return -ECONNABORTED;
+			if (clock_left_ms(deadline) == 0)
+				return 0;
 			continue;
 		}
 		if (r == CM_CANCEL_LEN && cm_is_cancel(c)) {
@@ -243,7 +249,7 @@ static int connected_wait(int fd, struct pending *p, int64_t deadline)
 			return -ECONNABORTED;
 		}
 		if (clock_left_ms(deadline) == 0)
-			return -ECONNABORTED;
+			return st == PEND_ACCEPTING ? 0 : -ECONNABORTED;
 	}
 }
 
@@ -294,6 +300,8 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
 	log_debug("accept: fd %d carried by RDMA", fd);
 	return 0;
 unlist:
+	if (p.qp_err)
+		*why = RSOCK_FB_RESOURCES; /* ours, not the client's: its request was rejected */
 	cm_drop_cancel(fd); /* one that came with the end (a failed answer) */
 	log_debug("accept: fd %d stays on TCP (reason %d)", fd, *why);
 	pending_unlist(&p);

@@ -11,7 +11,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "base/fault.h"
 #include "base/log.h"
+#include "base/real.h"
 #include "base/ownfd.h"
 #include "base/proc.h"
 #include "service/service.h"
@@ -39,7 +41,7 @@ static void on_connect_request(struct rdma_cm_event *ev)
 		for (p = cm_pendings; p; p = p->next)
 			if (p->token == token && p->state == PEND_WAIT)
 				break;
-		if (p && p->ctx == ev->id->verbs && tp_create_qp(p->tp, ev->id) == 0) {
+		if (p && p->ctx == ev->id->verbs && !(p->qp_err = tp_create_qp(p->tp, ev->id))) {
 			struct rdma_conn_param cp;
 			tp_conn_param(&cp, NULL, 0);
 			cp.qp_num = tp_own_qp_num(p->tp); /* 0: the QP is the id's */
@@ -126,16 +128,51 @@ static int creds_stale(const char *what)
 	return -EACCES;
 }
 
+/* RSOCK_FAULT's cm_late and cm_swap sites (base/fault.h): ev is taken
+ * late, or held (returns NULL) and taken after the next event. The thread
+ * turns once: nothing else is done meanwhile. */
+static struct rdma_cm_event *held;
+
+static RSOCK_COLD struct rdma_cm_event *event_fault(struct rdma_cm_event *ev)
+{
+	int ms = fault_hit(FAULT_CM_LATE);
+
+	if (ms)
+		rsock_real.poll(NULL, 0, ms);
+	if (held) {
+		on_event(ev);
+		ev = held;
+		held = NULL;
+	} else if (fault_hit(FAULT_CM_SWAP)) {
+		held = ev;
+		ev = NULL;
+	}
+	return ev;
+}
+
 /* The process's channel was readable (or the turn is the thread's first):
  * handle every event there. */
 static int channel_ready(int fd, short revents, void *arg)
 {
 	struct rdma_cm_event *ev;
+	int err;
 
 	(void)fd, (void)revents, (void)arg;
-	while (rdma_get_cm_event(cm_ch, &ev) == 0)
-		on_event(ev);
-	return errno == EACCES ? creds_stale("rdma_cm channel") : 0;
+	for (;;) {
+		while (rdma_get_cm_event(cm_ch, &ev) == 0)
+			if (!RSOCK_UNLIKELY(fault_armed) || (ev = event_fault(ev)))
+				on_event(ev);
+		err = errno;
+		if (!held)
+			break;
+		/* a held event waits at most 1 s for one to overtake it */
+		struct pollfd p = {.fd = cm_ch->fd, .events = POLLIN};
+		if (rsock_real.poll(&p, 1, 1000) <= 0) {
+			on_event(held);
+			held = NULL;
+		}
+	}
+	return err == EACCES ? creds_stale("rdma_cm channel") : 0;
 }
 
 /* The beacons' ucm file: answer every probe there. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/proc.h"
 #include "base/real.h"
@@ -26,7 +27,7 @@ int tp_post_recv_chain(struct tp *t, unsigned n)
 		return 0;
 	for (unsigned i = 0; i < n; i++)
 		wr[i] = (struct ibv_recv_wr){.next = i + 1 < n ? &wr[i + 1] : NULL};
-	return -ibv_post_recv(t->qp, wr, &bad);
+	return -(fault_at(FAULT_POST_RECV) ?: ibv_post_recv(t->qp, wr, &bad));
 }
 
 /* Post one RDMA WRITE WITH IMMEDIATE. sge may be NULL (zero bytes). */
@@ -53,7 +54,7 @@ int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32
 		wr.send_flags |= IBV_SEND_SIGNALED;
 	if (inl)
 		wr.send_flags |= IBV_SEND_INLINE;
-	rc = ibv_post_send(t->qp, &wr, &bad);
+	rc = fault_at(FAULT_POST_SEND) ?: ibv_post_send(t->qp, &wr, &bad);
 	if (rc)
 		return -rc;
 	t->sq_busy++;
@@ -81,7 +82,7 @@ int tp_post_fence(struct tp *t)
 	wr.wr.rdma.remote_addr = t->peer_addr;
 	wr.wr.rdma.rkey = t->peer_rkey;
 	wr.send_flags = IBV_SEND_SIGNALED;
-	if ((rc = ibv_post_send(t->qp, &wr, &bad)))
+	if ((rc = fault_at(FAULT_POST_SEND) ?: ibv_post_send(t->qp, &wr, &bad)))
 		return -rc;
 	t->sq_busy++;
 	t->sq_seq++;
@@ -153,6 +154,25 @@ static void handle_recv(struct tp *t, uint32_t imm)
 	}
 }
 
+/* RSOCK_FAULT's wc site (base/fault.h): the chosen successful completion
+ * gets the error status, and the QP goes to its error state as a device's
+ * own error takes it: the completions after it are flushed. */
+static RSOCK_COLD void wc_fault(struct tp *t, struct ibv_wc *wc, int n)
+{
+	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+	int st = 0, i;
+
+	for (i = 0; i < n && !st; i++)
+		if (wc[i].status == IBV_WC_SUCCESS && (st = fault_hit(FAULT_WC)))
+			wc[i].status = (enum ibv_wc_status)st;
+	if (!st)
+		return;
+	for (; i < n; i++)
+		wc[i].status = IBV_WC_WR_FLUSH_ERR;
+	if (t->qp)
+		ibv_modify_qp(t->qp, &a, IBV_QP_STATE);
+}
+
 /* Process every completion available. Returns how many there were. Caller
  * holds t->lock. */
 int tp_progress(struct tp *t)
@@ -164,8 +184,10 @@ int tp_progress(struct tp *t)
 		return 0;
 	/* A short batch drained the queue: no second call to learn that (a
 	 * completion arriving meanwhile is the next tp_progress()'s). */
-	for (int more = 1; more && (n = ibv_poll_cq(t->cq, (int)RSOCK_ARRAY_SIZE(wc), wc)) > 0;) {
+	for (int more = 1; more && (n = fault_at(FAULT_POLL_CQ) ? -1 : ibv_poll_cq(t->cq, (int)RSOCK_ARRAY_SIZE(wc), wc)) > 0;) {
 		more = n == (int)RSOCK_ARRAY_SIZE(wc);
+		if (RSOCK_UNLIKELY(fault_armed))
+			wc_fault(t, wc, n);
 		total += n;
 		atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		for (int i = 0; i < n; i++) {

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/ownfd.h"
 #include "base/proc.h"
@@ -107,15 +108,15 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 		goto fail;
 	}
 	/* Remote access on the receive ring only: the peer can write nothing else. */
-	t->rx_mr = ibv_reg_mr(t->pd, t->rx.buf, rx_size,
+	t->rx_mr = (rc = fault_at(FAULT_REG_MR)) ? NULL : ibv_reg_mr(t->pd, t->rx.buf, rx_size,
 			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!t->rx_mr) {
-		rc = errno ? -errno : -ENOMEM;
+		rc = rc ? -rc : errno ? -errno : -ENOMEM;
 		goto fail;
 	}
-	t->tx_mr = ibv_reg_mr(t->pd, t->tx.buf, tx_size, 0);
+	t->tx_mr = (rc = fault_at(FAULT_REG_MR)) ? NULL : ibv_reg_mr(t->pd, t->tx.buf, tx_size, 0);
 	if (!t->tx_mr) {
-		rc = errno ? -errno : -ENOMEM;
+		rc = rc ? -rc : errno ? -errno : -ENOMEM;
 		goto fail;
 	}
 	stats_registered((int64_t)t->mem_len);
@@ -200,6 +201,8 @@ static int qp_new(struct tp *t, struct rdma_cm_id *id)
 	struct ibv_qp *qp = NULL;
 	int rc = -ENOMEM;
 
+	if ((rc = fault_at(FAULT_CREATE_QP)))
+		return -rc;
 	for (size_t i = 0; i < RSOCK_ARRAY_SIZE(inline_try); i++) {
 		memset(&attr, 0, sizeof(attr));
 		attr.qp_type = IBV_QPT_RC;

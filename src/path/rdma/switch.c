@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/proc.h"
 #include "base/real.h"
@@ -52,6 +53,8 @@ void tp_check_control(struct tp *t)
 		if (d > 0) {
 			/* Exactly the message: application data follows it. */
 			rsock_real.recv(t->tcp_fd, b, (size_t)d, MSG_DONTWAIT);
+			if (fault_at(FAULT_SWITCH_DROP))
+				return; /* (the peer waits for an answer that never comes) */
 			log_debug("fd %d: the peer moves the stream to TCP", t->tcp_fd);
 			tp_switch_locked(t, 1, m.rdma_bytes);
 			tp_waitq_wake(t);

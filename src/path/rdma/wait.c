@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include "base/fault.h"
 #include "base/ownfd.h"
 #include "base/proc.h"
 #include "base/real.h"
@@ -263,7 +264,7 @@ int tp_arm(struct tp *t)
 
 	if (atomic_load(&t->armed))
 		return 0;
-	if ((rc = ibv_req_notify_cq(t->cq, 0)))
+	if ((rc = fault_at(FAULT_REQ_NOTIFY) ?: ibv_req_notify_cq(t->cq, 0)))
 		return rc > 0 ? -rc : errno ? -errno : -EIO;
 	stats_cq_arm();
 	atomic_store_explicit(&t->armed, 1, memory_order_relaxed);

@@ -1,0 +1,251 @@
+#!/usr/bin/env bats
+# Failures nothing outside the process can cause, made by the library's own
+# fault injection (RSOCK_FAULT; doc/design.md, "Errors"): what the
+# application sees, and that no byte is lost or reordered.
+#   set-up (a QP, a registration, late or reordered rdma_cm events): the
+#     stream stays on TCP, every byte intact, the fallback counted by reason;
+#     under RSOCK_MODE=rdma, the documented error;
+#   data path (a post, a completion, the CQ) on an established stream: what
+#     broken_path_outcome says (today's "Errors": the bytes before, then a
+#     reset at both ends; the one function to change if a broken path is to
+#     fail over to TCP instead);
+#   a hand-over whose SWITCH the peer leaves unanswered: EOF and EPIPE after
+#     TP_SWITCH_MS, never bytes out of order.
+
+load ../bats/helpers
+load rsock
+
+FP=
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+	FP="python3 $BATS_TEST_DIRNAME/faultpair.py"
+}
+
+# pair "SERVER VARS" "CLIENT VARS" BYTES [echo] [oob]: test/rdma/faultpair.py's
+# server at B (its bytes in `got`) and client at A sending the file `data`
+# of BYTES random bytes (what came back in `back`), both under librsock with
+# RSOCK_STATS=1 and their own variables (RSOCK_FAULT...); logs srv.log and
+# cli.log, outputs srv.out and cli.out. The client's status is $status; a
+# server whose client was refused in connect() is stopped, else awaited.
+pair() {
+	local sv=$1 cv=$2 n=$3 echo=${4:-} oob=${5:-} port
+	rand_file data "$n"
+	rm -f srv.log cli.log got back
+	port=$(free_port)
+	# shellcheck disable=SC2086 # the variables split into words
+	start_bg srv env $sv RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" $FP srv "$ADDR_B" "$port" got $echo
+	SRV=$BG_PID
+	wait_for_port "$port" 15 "$SRV"
+	rdma_snapshot
+	# shellcheck disable=SC2086
+	run bounded 40 env $cv RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" $FP cli "$ADDR_B" "$port" data back "$ADDR_A" $oob
+	printf '%s\n' "$output" >cli.out
+	if grep -q '^cli connect ' cli.out; then
+		stop_bg "$SRV" # (a connect() refused before its SYN: no stream comes)
+	else
+		wait_bg "$SRV" 30 || true
+	fi
+	echo "client:" && cat cli.out && echo "server:" && cat "$BATS_TEST_TMPDIR/srv.out" "$BATS_TEST_TMPDIR/srv.err"
+}
+
+# fired LOG SITE: the fault was injected at SITE in the process of LOG.
+fired() {
+	grep -q "RSOCK_FAULT: $2 fails" "$1" || {
+		echo "no fault injected at $2 in $1:" >&2
+		cat "$1" >&2
+		return 1
+	}
+}
+
+# echoed_on_tcp CLI_REASON SRV_REASON: the echo came back whole, both ends
+# on kernel TCP with the fallback counted for these reasons.
+echoed_on_tcp() {
+	local n
+	n=$(stat -c %s data)
+	grep -qx "cli sent $n then ok at .*" cli.out
+	grep -qx "cli got $n then EOF at .*" cli.out
+	grep -qx "srv got $n then EOF at .*" "$BATS_TEST_TMPDIR/srv.out"
+	same_file data got "client to server"
+	same_file data back "server to client"
+	stats_tcp cli.log "$1"
+	stats_tcp srv.log "$2"
+}
+
+# ---- set-up failures: TCP, nothing lost, the reason counted ------------------
+
+@test "inject: the client's QP cannot be made after its hello went out: both on TCP, echo intact, 'resources' counted" {
+	pair "" "RSOCK_FAULT=create_qp" 3000000 echo
+	[ "$status" -eq 0 ]
+	fired cli.log create_qp
+	echoed_on_tcp resources peer
+}
+
+@test "inject: the server's QP cannot be made (ahead, nor for the request): both on TCP, echo intact, 'resources' at the server" {
+	pair "RSOCK_FAULT=create_qp:1+" "" 3000000 echo
+	[ "$status" -eq 0 ]
+	fired srv.log create_qp
+	echoed_on_tcp peer resources
+}
+
+@test "inject: the server's QP made ahead fails once: made again for the request, the stream on RDMA, echo intact" {
+	pair "RSOCK_FAULT=create_qp:1" "" 3000000 echo
+	[ "$status" -eq 0 ]
+	fired srv.log create_qp
+	same_file data got "client to server"
+	same_file data back "server to client"
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+	rdma_crossed 1000
+}
+
+@test "inject: ibv_reg_mr fails for the client's rings (while it probes, and again after): both on TCP, echo intact, 'resources' counted" {
+	pair "" "RSOCK_FAULT=reg_mr:1+" 3000000 echo
+	[ "$status" -eq 0 ]
+	fired cli.log reg_mr
+	echoed_on_tcp resources protocol
+}
+
+@test "inject: ibv_reg_mr fails for the server's send ring: the hello answered with a NAK, both on TCP, echo intact, 'resources' at both" {
+	pair "RSOCK_FAULT=reg_mr:2" "" 3000000 echo
+	[ "$status" -eq 0 ]
+	fired srv.log reg_mr
+	echoed_on_tcp resources resources
+}
+
+@test "inject: the server's library thread takes the data connection's request late (past the client's bound): both on TCP, echo intact" {
+	pair "RSOCK_FAULT=cm_late:1=2500 RSOCK_HANDSHAKE_MS=1000" "RSOCK_HANDSHAKE_MS=1000" 3000000 echo
+	[ "$status" -eq 0 ]
+	fired srv.log cm_late
+	echoed_on_tcp peer peer
+}
+
+@test "inject: the server's library thread takes ESTABLISHED late (past the server's bound; the client on RDMA already): the server goes RDMA too, echo intact" {
+	pair "RSOCK_FAULT=cm_late:2=2500 RSOCK_HANDSHAKE_MS=1000" "RSOCK_HANDSHAKE_MS=1000" 3000000 echo
+	fired srv.log cm_late
+	[ "$status" -eq 0 ]
+	same_file data got "client to server"
+	same_file data back "server to client"
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+}
+
+@test "inject: the server's library thread takes ESTABLISHED after the client's DISCONNECTED (a client that writes and closes at once): on RDMA, nothing lost" {
+	pair "RSOCK_FAULT=cm_swap:2" "" 100000
+	[ "$status" -eq 0 ]
+	fired srv.log cm_swap
+	same_file data got "client to server"
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+}
+
+@test "inject: RSOCK_MODE=rdma: the client's QP or ring registration fails, or the request is taken late: connect() fails with ECONNREFUSED" {
+	local f
+	for f in create_qp reg_mr:1+; do
+		pair "" "RSOCK_MODE=rdma RSOCK_FAULT=$f" 1000
+		[ "$status" -ne 0 ]
+		grep -qx "cli connect ECONNREFUSED" cli.out
+		fired cli.log "${f%:*}"
+		stop_all_bg
+	done
+	pair "RSOCK_FAULT=cm_late:1=2500 RSOCK_HANDSHAKE_MS=1000" "RSOCK_MODE=rdma RSOCK_HANDSHAKE_MS=1000" 1000
+	[ "$status" -ne 0 ]
+	grep -qx "cli connect ECONNREFUSED" cli.out
+	fired srv.log cm_late
+}
+
+# ---- data-path failures on an established stream ------------------------------
+
+# broken_path_outcome SIDE: what the application sees when the RDMA path of
+# an established stream breaks at SIDE (cli or srv) (doc/design.md,
+# "Errors"): the bytes that came before, in order, then ECONNRESET (or
+# ETIMEDOUT where the transport's retries ran out) at both ends, within
+# 2 s of each other; no hang. The one place the expected outcome of
+# a broken path is written.
+broken_path_outcome() {
+	local so co n got ts tc
+	so=$(cat "$BATS_TEST_TMPDIR/srv.out")
+	co=$(cat cli.out)
+	n=$(stat -c %s data)
+	[[ "$so" =~ srv\ got\ ([0-9]+)\ then\ (ECONNRESET|ETIMEDOUT)\ at\ ([0-9.]+) ]] || {
+		echo "the server did not see the stream reset: $so" >&2
+		return 1
+	}
+	got=${BASH_REMATCH[1]} ts=${BASH_REMATCH[3]}
+	[ "$got" -lt "$n" ] || { echo "the server got everything: no failure seen" >&2; return 1; }
+	cmp -n "$got" data got || { echo "the server's bytes are not the first $got sent" >&2; return 1; }
+	[[ "$co" =~ cli\ (sent|got)\ [0-9]+\ then\ (ECONNRESET|ETIMEDOUT|EPIPE)\ at\ ([0-9.]+) ]] || {
+		echo "the client saw no error: $co" >&2
+		return 1
+	}
+	tc=${BASH_REMATCH[3]}
+	echo "# server: $so; client: ${co//$'\n'/, }" >&3
+	awk -v a="$ts" -v b="$tc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 2.0) }' || {
+		echo "the ends saw the failure $ts and $tc: more than 2 s apart" >&2
+		return 1
+	}
+}
+
+@test "inject: ibv_post_send fails on an established stream (the sender's 20th post)" {
+	pair "" "RSOCK_FAULT=post_send:20" 20000000
+	fired cli.log post_send
+	stats_rdma cli.log 1 tx
+	broken_path_outcome cli
+}
+
+@test "inject: ibv_post_recv fails on an established stream (the receiver's first repost)" {
+	pair "RSOCK_FAULT=post_recv:10" "" 20000000
+	fired srv.log post_recv
+	stats_rdma srv.log 1 rx
+	broken_path_outcome srv
+}
+
+@test "inject: a completion with IBV_WC_REM_ACCESS_ERR at the receiver" {
+	pair "RSOCK_FAULT=wc:40=rem_access" "" 20000000
+	fired srv.log wc
+	broken_path_outcome srv
+}
+
+@test "inject: a completion with IBV_WC_RETRY_EXC_ERR at the sender: ETIMEDOUT there" {
+	pair "" "RSOCK_FAULT=wc:10=retry_exc" 20000000
+	fired cli.log wc
+	grep -Eq '^cli (sent|got) [0-9]+ then ETIMEDOUT' cli.out
+	broken_path_outcome cli
+}
+
+@test "inject: ibv_poll_cq fails at the receiver" {
+	pair "RSOCK_FAULT=poll_cq:300" "" 20000000
+	fired srv.log poll_cq
+	broken_path_outcome srv
+}
+
+@test "inject: ibv_req_notify_cq fails at the receiver" {
+	pair "RSOCK_FAULT=req_notify:3" "" 20000000
+	fired srv.log req_notify
+	broken_path_outcome srv
+}
+
+# ---- the hand-over to TCP -----------------------------------------------------
+
+@test "inject: the peer leaves a hand-over's SWITCH unanswered: after TP_SWITCH_MS (10 s) the stream is shut down, EPIPE and EOF at the asking end, EOF at the peer, no byte out of order" {
+	local sent t0 t1
+	# The client sends half the file, then a byte with MSG_OOB, which the
+	# kernel must send: the stream moves to TCP first ("The hand-over to
+	# TCP"), and the server's library drops the client's SWITCH.
+	pair "RSOCK_FAULT=switch_drop" "" 2000000 "" oob
+	fired srv.log switch_drop
+	grep -q 'could not be moved to TCP (Connection timed out): it is shut down' cli.log
+	t0=$(sed -n 's/^cli oob at \([0-9.]*\)$/\1/p' cli.out)
+	t1=$(sed -n 's/^cli sent [0-9]* then EPIPE at \([0-9.]*\)$/\1/p' cli.out)
+	sent=$(sed -n 's/^cli sent \([0-9]*\) then EPIPE at .*$/\1/p' cli.out)
+	[ "$sent" -ge 1000000 ] && [ "$sent" -lt 2000000 ]
+	grep -qx "cli got 0 then EOF at .*" cli.out
+	# what came before the MSG_OOB, in order; neither the urgent byte nor
+	# anything after it
+	grep -qx "srv got $sent then EOF at .*" "$BATS_TEST_TMPDIR/srv.out"
+	cmp -n "$sent" data got
+	# after TP_SWITCH_MS, with a margin for a loaded guest
+	awk -v a="$t0" -v b="$t1" 'BEGIN { d = b - a; printf "# shut down %.1f s after the MSG_OOB\n", d > "/dev/stderr"; exit !(d >= 9.5 && d < 14) }' 2>&3
+}
