@@ -109,8 +109,8 @@ rsock_in() {
 }
 
 # cut_during_stream ADDR_B ADDR_A HOW: a paced kernel TCP stream both ways
-# (4 MB each, about 3 s without a cut), the wire cut for 3 s a second into
-# it (HOW: host, the host's set_link off on both NICs, which the guests see
+# (4 MB each, about 3 s without a cut), the wire cut for 3 s a second after
+# the client connected (HOW: host, the host's set_link off on both NICs, which the guests see
 # as a lost carrier; inside, b's ip link set eth0 down, then up); both ends
 # get every byte, and each saw the outage (a stall of 2.5 s or more) and
 # came back from it.
@@ -118,6 +118,10 @@ cut_during_stream() {
 	local d c i cut
 	d=$(peer_dir srv)
 	stream_pair "$1" "$2" 4000000 50 "env -u LD_PRELOAD" "env -u LD_PRELOAD"
+	for ((i = 0; i < 300; i++)); do
+		grep -q connected cli.out && break
+		sleep 0.1
+	done
 	sleep 1
 	: >"$BATS_TEST_TMPDIR/.link_off"
 	if [ "$3" = host ]; then

@@ -7,7 +7,7 @@ wirestream.py srv ADDR PORT N SEED [PACE_MS]: take one stream on ADDR:PORT.
 wirestream.py cli ADDR PORT N SEED [PACE_MS] [SRC]: connect (from SRC).
 PACE_MS: a pause after each write (a paced stream that lasts a while).
 
-Prints, one per line: "sent BYTES SHA256", "got BYTES SHA256", "stall S"
+Prints, one per line: "connected" (at once), "sent BYTES SHA256", "got BYTES SHA256", "stall S"
 (the longest wait for the next bytes to arrive, in seconds), "took S".
 """
 import hashlib
@@ -19,6 +19,7 @@ import time
 
 role, addr, port, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 pace = float(sys.argv[6]) / 1000 if len(sys.argv) > 6 else 0.0
+data = random.Random(seed).randbytes(n)
 family = socket.AF_INET6 if ":" in addr else socket.AF_INET
 if role == "srv":
     l = socket.socket(family)
@@ -33,8 +34,8 @@ else:
         s.bind((sys.argv[7], 0))
     s.connect((addr, port))
 
+print("connected", flush=True)
 t0 = time.monotonic()
-data = random.Random(seed).randbytes(n)
 sent = {}
 
 
