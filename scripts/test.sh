@@ -174,7 +174,7 @@ rdma() {
 		suite rdma.tap build applications readiness testbed packages || rc=1
 		wait "$lane2" || rc=1
 		# then the pair of one-CPU guests on a wire (wire.bats), alone:
-		# about 90 s, boot included, on an otherwise idle machine
+		# 90-120 s, boot included
 		suite rdma-wire.tap build wire || rc=1
 	else
 		suite rdma.tap build || rc=1

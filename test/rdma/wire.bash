@@ -10,6 +10,7 @@
 #   RSOCK_TEST_ADDR_B, _B6                 guest b's addresses (eth0, rxe0)
 
 PEER=$RSOCK_SRC_DIR/test/vm/peer
+# shellcheck disable=SC2034 # for the suites
 WIRESTREAM=$RSOCK_SRC_DIR/test/rdma/wirestream.py
 
 setup_file() {
@@ -58,6 +59,17 @@ peer_wait() {
 # peer_wait_port PORT: until a kernel TCP socket listens on PORT in guest b.
 peer_wait_port() {
 	"$PEER" wait-port "$1" "${2:-30}"
+}
+
+# peer_wait_rdma_listen PORT [SECONDS]: until an rdma_cm id listens on PORT
+# in guest b (rdma_cm listeners are invisible to ss).
+peer_wait_rdma_listen() {
+	# shellcheck disable=SC2016 # b's shell expands them
+	"$PEER" run timeout "${2:-30}" bash -c \
+		'until rdma resource show cm_id | grep -qE "state LISTEN .*src-addr [^ ]*:$1( |$)"; do sleep 0.1; done' _ "$1" || {
+		echo "no rdma_cm listener on port $1 in b after ${2:-30} s" >&2
+		return 1
+	}
 }
 
 # link_off [a|b|both] / link_on: the host cuts / restores the wire (QMP
