@@ -72,8 +72,8 @@ peer_wait_rdma_listen() {
 	}
 }
 
-# link_off [a|b|both] / link_on: the host cuts / restores the wire (QMP
-# set_link); the teardown restores a wire the test left cut.
+# link_off [a|b|both] / link_on [a|b|both]: the host cuts / restores the
+# wire (QMP set_link); the teardown restores a wire the test left cut.
 link_off() {
 	: >"$BATS_TEST_TMPDIR/.link_off"
 	"$PEER" link off "${1:-both}"
@@ -81,6 +81,13 @@ link_off() {
 
 link_on() {
 	"$PEER" link on "${1:-both}" && rm -f "$BATS_TEST_TMPDIR/.link_off"
+}
+
+# link_cut SECONDS [a|b|both]: the host cuts the wire for SECONDS (its own
+# clock) and restores it; prints how long it was off.
+link_cut() {
+	: >"$BATS_TEST_TMPDIR/.link_off"
+	"$PEER" link cut "$1" "${2:-both}" && rm -f "$BATS_TEST_TMPDIR/.link_off"
 }
 
 # peer_cleanup: stop the test's jobs in b, restore the wire (and b's NIC).

@@ -123,9 +123,8 @@ cut_during_stream() {
 		sleep 0.1
 	done
 	sleep 1
-	: >"$BATS_TEST_TMPDIR/.link_off"
 	if [ "$3" = host ]; then
-		"$PEER" link cut 3 both >cut.txt &
+		link_cut 3 >cut.txt &
 		for ((i = 0; i < 40; i++)); do
 			read -r c </sys/class/net/eth0/carrier
 			[ "$c" = 0 ] && break
@@ -134,6 +133,7 @@ cut_during_stream() {
 		[ "$c" = 0 ] || { echo "eth0 kept its carrier after set_link off" >&2; false; }
 		wait $!
 	else
+		: >"$BATS_TEST_TMPDIR/.link_off"
 		# shellcheck disable=SC2016 # b's shell expands them
 		"$PEER" run bash -c 'ip link set eth0 down; t=$EPOCHREALTIME; sleep 3; ip link set eth0 up
 			echo "the wire was off for $(awk -v a="$t" -v b="$EPOCHREALTIME" "BEGIN { printf \"%.1f\", b - a }") s"' >cut.txt
