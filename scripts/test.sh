@@ -170,11 +170,12 @@ rdma() {
 			exit $r
 		} &
 		lane2=$!
-		echo "(two guests at once: applications, readiness, the testbed and the packages; negotiation, datapath and forkexec, then ASan+UBSan; then two guests on a wire: wire)"
+		echo "(two guests at once: applications, readiness, the testbed and the packages; negotiation, datapath and forkexec, then ASan+UBSan)"
 		suite rdma.tap build applications readiness testbed packages || rc=1
 		wait "$lane2" || rc=1
 		# then the pair of one-CPU guests on a wire (wire.bats), alone:
 		# 90-120 s, boot included
+		echo "(then two guests on a wire: wire)"
 		suite rdma-wire.tap build wire || rc=1
 	else
 		suite rdma.tap build || rc=1
