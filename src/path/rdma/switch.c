@@ -160,9 +160,11 @@ static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64
 		return 0;
 	tp_progress(t);
 	if (!t->err && !t->peer_gone) {
-		struct proto_switch m = {.version = PROTO_VERSION, .flags = 0};
-		uint8_t b[PROTO_SWITCH_LEN];
-		size_t off = 0;
+		/* The peer's version's message (24 bytes to a version-2 peer). */
+		struct proto_switch m = {.version = t->peer_version < PROTO_VERSION ? t->peer_version
+										    : PROTO_VERSION};
+		uint8_t b[PROTO_SWITCH3_LEN];
+		size_t off = 0, len;
 
 		/* 1. Everything we posted has landed in the peer's ring. */
 		rc = tp_await_posted(t, deadline);
@@ -175,9 +177,10 @@ static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64
 			rc = t->err;
 		/* 2. Say where our RDMA bytes end; TCP carries what follows. */
 		m.rdma_bytes = t->peer.tail;
-		proto_switch_encode(&m, b, sizeof(b));
-		while (!rc && off < sizeof(b)) {
-			ssize_t w = rsock_real.send(t->tcp_fd, b + off, sizeof(b) - off, MSG_NOSIGNAL);
+		m.rx_bytes = t->rx.tail;
+		len = (size_t)proto_switch_encode(&m, b, sizeof(b));
+		while (!rc && off < len) {
+			ssize_t w = rsock_real.send(t->tcp_fd, b + off, len - off, MSG_NOSIGNAL);
 			if (w > 0)
 				off += (size_t)w;
 			else if (errno != EINTR && errno != EAGAIN)
