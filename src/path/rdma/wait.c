@@ -196,7 +196,7 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 	if ((rc = tp_arm(t))) {
 		atomic_fetch_sub(&t->sleepers, 1);
 		if (rc != -EACCES || !tp_creds_lost(t))
-			tp_fail(t, -ECONNRESET, "arming the completion queue failed", 1);
+			tp_fail(t, -ECONNRESET, "arming the completion queue failed", TP_FAIL_PATH);
 		return 0;
 	}
 	/* A completion that arrived before the arming raises no event: look
