@@ -164,7 +164,7 @@ rdma() {
 	local rc=0 lane2=
 	if [ $rdma_lane2 = 1 ]; then
 		{
-			suite rdma-2.tap build negotiation datapath forkexec; r=$?
+			suite rdma-2.tap build negotiation datapath forkexec faults; r=$?
 			if [ $quick = 0 ]; then suite rdma-asan.tap build-asan -f "$asan_filter" "${asan_files[@]}" || r=1; fi
 			exit $r
 		} &

@@ -53,10 +53,6 @@ pair_restore() {
 		rdma link add rxe1 type rxe netdev veth1 2>/dev/null || true
 		rm -f "$BATS_TEST_TMPDIR/rxe1.deleted"
 	fi
-	# the neighbours again, both ways, before the next stream's rdma_cm
-	# resolves them
-	ping -q -c 1 -W 2 -I "$ADDR_A" "$ADDR_B" >/dev/null 2>&1 || true
-	ping -q -c 1 -W 2 -I "$ADDR_B" "$ADDR_A" >/dev/null 2>&1 || true
 }
 
 # The faults, run one second into the stream.

@@ -41,6 +41,11 @@ _Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "recei
 #define TP_ACK_TIMEOUT 15
 #define TP_RETRY_COUNT 7
 #define TP_DRAIN_MS 1000 /* the most a failover waits for its receives' flush */
+/* A signalled work request not complete after this long: the device is
+ * stuck (soft-RoCE after a link flap: its retransmission timer stopped,
+ * neither success nor error ever came); the path counts as broken. Well
+ * beyond the retries' 1.1 s. */
+#define TP_STALL_MS 3000
 #define TP_WRID_RECV 1   /* the wr_id of receives (a flushed one has no opcode) */
 
 /* ---- the hooks (tp_hooks_set; setup.c), as the module calls them -------- */

@@ -67,6 +67,7 @@ int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32
 		t->sig[slot].seq = t->sq_seq;
 		t->sig[slot].tx_tail = t->tx.tail;
 		t->sig[slot].peer_tail = t->peer.tail;
+		t->sig[slot].ms = clock_coarse_ms();
 		t->sig_count++;
 		t->sq_posted = 0;
 	}
@@ -94,6 +95,7 @@ int tp_post_fence(struct tp *t)
 	t->sig[slot].seq = t->sq_seq;
 	t->sig[slot].tx_tail = t->tx.tail;
 	t->sig[slot].peer_tail = t->peer.tail;
+	t->sig[slot].ms = clock_coarse_ms();
 	t->sig_count++;
 	t->sq_posted = 0;
 	return 0;

@@ -135,6 +135,7 @@ struct tp {
 		uint64_t seq;        /* sq_seq of a signalled WR */
 		uint64_t tx_tail;    /* staging released up to here when it completes */
 		uint64_t peer_tail;  /* peer.tail when posted: tx_landed once it completes */
+		int64_t ms;          /* when posted (clock_coarse_ms): a stuck device's witness */
 	} sig[TP_SQ_DEPTH];          /* signalled WRs in flight, in posting order */
 	unsigned sig_head, sig_count;
 	uint64_t rx_unacked;         /* consumed bytes not yet credited to the peer */
