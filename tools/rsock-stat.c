@@ -492,10 +492,10 @@ static void print_counters(const struct proc *p, size_t nprocs)
 		}
 		printf("},\"registered_bytes\":%" PRId64 ",\"tracked_fds\":%" PRId64
 		       ",\"handovers\":%" PRId64 ",\"cq_events\":%" PRId64 ",\"cq_arms\":%" PRId64
-		       ",\"zcopy_bytes\":%" PRId64 ",\"unpublished\":%u",
+		       ",\"zcopy_bytes\":%" PRId64 ",\"failovers\":%" PRId64 ",\"unpublished\":%u",
 		       p->c[STATPUB_C_REGISTERED], p->c[STATPUB_C_TRACKED_FDS], p->c[STATPUB_C_HANDOVERS],
 		       p->c[STATPUB_C_CQ_EVENTS], p->c[STATPUB_C_CQ_ARMS], p->c[STATPUB_C_ZCOPY],
-		       p->unpublished);
+		       p->c[STATPUB_C_FAILOVERS], p->unpublished);
 		if (p->has_rate)
 			printf(",\"tx_rate\":%.0f,\"rx_rate\":%.0f", p->tx_rate, p->rx_rate);
 		printf("}\n");
@@ -513,9 +513,10 @@ static void print_counters(const struct proc *p, size_t nprocs)
 		if (fb_names[i] || p->c[STATPUB_C_FALLBACK + i])
 			printf(" %s=%" PRId64, fb_name(i), p->c[STATPUB_C_FALLBACK + i]);
 	printf(" registered=%" PRId64 " tracked_fds=%" PRId64 " handovers=%" PRId64
-	       " cq_events=%" PRId64 " cq_arms=%" PRId64 " zcopy=%" PRId64,
+	       " cq_events=%" PRId64 " cq_arms=%" PRId64 " zcopy=%" PRId64 " failovers=%" PRId64,
 	       p->c[STATPUB_C_REGISTERED], p->c[STATPUB_C_TRACKED_FDS], p->c[STATPUB_C_HANDOVERS],
-	       p->c[STATPUB_C_CQ_EVENTS], p->c[STATPUB_C_CQ_ARMS], p->c[STATPUB_C_ZCOPY]);
+	       p->c[STATPUB_C_CQ_EVENTS], p->c[STATPUB_C_CQ_ARMS], p->c[STATPUB_C_ZCOPY],
+	       p->c[STATPUB_C_FAILOVERS]);
 	if (p->has_rate)
 		printf(" tx/s=%.0f rx/s=%.0f", p->tx_rate, p->rx_rate);
 	printf("\n");
@@ -585,6 +586,7 @@ static void print_prometheus(const struct sample *sm)
 		{"rsock_cq_events_total", "counter", "Completion events read.", STATPUB_C_CQ_EVENTS},
 		{"rsock_cq_arms_total", "counter", "Completion events requested.", STATPUB_C_CQ_ARMS},
 		{"rsock_zcopy_bytes_total", "counter", "Bytes sent from the application's buffer without a copy.", STATPUB_C_ZCOPY},
+		{"rsock_failovers_total", "counter", "RDMA streams moved to kernel TCP by a broken path.", STATPUB_C_FAILOVERS},
 	};
 
 	for (size_t i = 0; i < sm->nstreams; i++)

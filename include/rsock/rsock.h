@@ -41,7 +41,8 @@ enum rsock_fallback_reason {
 
 struct rsock_stats {
 	uint32_t size;            /* bytes filled in by the library */
-	uint32_t version;         /* 4 (1 had no handovers, 2 no cq_ counters, 3 no zcopy_bytes) */
+	uint32_t version;         /* 5 (1 had no handovers, 2 no cq_ counters, 3 no zcopy_bytes,
+	                             4 no failovers) */
 	uint64_t streams_tcp;     /* streams (connected or accepted) on kernel TCP */
 	uint64_t streams_rdma;    /* streams carried by RDMA */
 	uint64_t tx_bytes_tcp, rx_bytes_tcp;
@@ -57,6 +58,9 @@ struct rsock_stats {
 	/* version 4 */
 	uint64_t zcopy_bytes;      /* bytes of large blocking sends sent from the application's
 	                              own buffer, registered for the call (no copy) */
+	/* version 5 */
+	uint64_t failovers;        /* RDMA streams moved to kernel TCP because their RDMA
+	                              path broke, nothing lost (design.md 5) */
 };
 
 /* Copy the process-wide counters into *st; size is sizeof(*st) as the caller

@@ -453,29 +453,35 @@ int proto_hello_ack_decode(const void *buf, size_t len, struct proto_hello_ack *
 	return mlen;
 }
 
-/* ---- switch (version 2) ------------------------------------------------- */
+/* ---- switch (versions 2 and 3) ---------------------------------------- */
 
-/* Returns PROTO_SWITCH_LEN, or -ENOSPC / -EINVAL. */
+/* Returns the bytes written (PROTO_SWITCH_LEN for version 2, else
+ * PROTO_SWITCH3_LEN), or -ENOSPC / -EINVAL. */
 int proto_switch_encode(const struct proto_switch *m, void *buf, size_t len)
 {
 	uint8_t *p = buf;
+	size_t n;
 
 	if (!m || !buf)
 		return -EINVAL;
-	if (len < PROTO_SWITCH_LEN)
+	n = m->version <= PROTO_VERSION_SWITCH ? PROTO_SWITCH_LEN : PROTO_SWITCH3_LEN;
+	if (len < n)
 		return -ENOSPC;
-	memset(p, 0, PROTO_SWITCH_LEN);
+	memset(p, 0, n);
 	put_header(p, TYPE_SWITCH);
-	put16(p + 6, PROTO_SWITCH_LEN);
+	put16(p + 6, (uint16_t)n);
 	put16(p + 8, m->version);
 	put32(p + 12, m->flags);
 	put64(p + 16, m->rdma_bytes);
-	return PROTO_SWITCH_LEN;
+	if (n > PROTO_SWITCH_LEN)
+		put64(p + 24, m->rx_bytes);
+	return (int)n;
 }
 
 /* Returns the length field, -EAGAIN, -EPROTO or -EINVAL. Version 2 is the
- * first with this message: exactly 24 bytes, reserved and flags 0; a later
- * version may be longer (up to PROTO_MSG_MAX_LEN, the rest skipped). */
+ * first with this message: exactly 24 bytes, reserved and flags 0. Version
+ * 3 and later: at least 32 bytes (rx_bytes; up to PROTO_MSG_MAX_LEN, the
+ * rest skipped), flags reported. */
 int proto_switch_decode(const void *buf, size_t len, struct proto_switch *m)
 {
 	struct proto_switch v;
@@ -495,7 +501,8 @@ int proto_switch_decode(const void *buf, size_t len, struct proto_switch *m)
 	if (!rd_u16(&r, &v.version))
 		return -EAGAIN;
 	if (v.version < PROTO_VERSION_SWITCH ||
-	    (v.version == PROTO_VERSION_SWITCH && mlen != PROTO_SWITCH_LEN))
+	    (v.version == PROTO_VERSION_SWITCH && mlen != PROTO_SWITCH_LEN) ||
+	    (v.version > PROTO_VERSION_SWITCH && mlen < PROTO_SWITCH3_LEN))
 		return -EPROTO;
 	if (!rd_u16(&r, &resv))
 		return -EAGAIN;
@@ -506,6 +513,8 @@ int proto_switch_decode(const void *buf, size_t len, struct proto_switch *m)
 	if (v.flags && v.version == PROTO_VERSION_SWITCH)
 		return -EPROTO;
 	if (!rd_u64(&r, &v.rdma_bytes))
+		return -EAGAIN;
+	if (v.version > PROTO_VERSION_SWITCH && !rd_u64(&r, &v.rx_bytes))
 		return -EAGAIN;
 	if (len < mlen)
 		return -EAGAIN;

@@ -13,8 +13,9 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC 0x314b5352u /* "RSK1" little-endian */
-#define PROTO_VERSION 2 /* 2 adds SWITCH (the hand-over to TCP) */
+#define PROTO_VERSION 3 /* 2 adds SWITCH (the hand-over to TCP), 3 its FAILOVER */
 #define PROTO_VERSION_SWITCH 2 /* the first version that speaks SWITCH */
+#define PROTO_VERSION_FAILOVER 3 /* the first whose SWITCH has FAILOVER and rx_bytes */
 
 /* rdma_cm private data of the probe (client -> beacon connect request). */
 struct proto_probe {
@@ -66,13 +67,20 @@ struct proto_hello_ack {
 /* Either direction on TCP, after the RDMA connection is up (version >= 2):
  * "I send nothing more over RDMA; rdma_bytes is everything I wrote into
  * your ring; what follows on TCP is application data" (doc/design.md
- * "Descriptors, fork, exec": the hand-over). */
+ * "Descriptors, fork, exec": the hand-over). Version 3 adds rx_bytes, the
+ * peer's bytes this side received over RDMA and keeps, and the FAILOVER
+ * flag: this side's path broke, and what follows on TCP starts at the
+ * peer's rx_bytes (the failover). The encoder writes version 2's 24 bytes
+ * for version 2 (no rx_bytes), 32 bytes for a later one. */
 struct proto_switch {
 	uint16_t version;
 	uint32_t flags;
 	uint64_t rdma_bytes;
+	uint64_t rx_bytes;   /* version >= 3; 0 from a version-2 message */
 };
-#define PROTO_SWITCH_LEN 24
+#define PROTO_SWITCH_LEN 24  /* version 2 */
+#define PROTO_SWITCH3_LEN 32 /* version 3 */
+#define PROTO_SWITCH_FAILOVER 1u /* flags, version >= 3 */
 
 /* The 32-bit immediate of an RDMA WRITE WITH IMMEDIATE. */
 enum proto_imm_type {

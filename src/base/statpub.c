@@ -176,6 +176,7 @@ int statpub_open(const struct rsock_stats *now)
 	atomic_store_explicit(&h->counters[STATPUB_C_CQ_EVENTS], (int64_t)now->cq_events, memory_order_relaxed);
 	atomic_store_explicit(&h->counters[STATPUB_C_CQ_ARMS], (int64_t)now->cq_arms, memory_order_relaxed);
 	atomic_store_explicit(&h->counters[STATPUB_C_ZCOPY], (int64_t)now->zcopy_bytes, memory_order_relaxed);
+	atomic_store_explicit(&h->counters[STATPUB_C_FAILOVERS], (int64_t)now->failovers, memory_order_relaxed);
 	for (int i = 0; i < RSOCK_FB_MAX; i++)
 		atomic_store_explicit(&h->counters[STATPUB_C_FALLBACK + i], (int64_t)now->fallbacks[i],
 				      memory_order_relaxed);

@@ -68,6 +68,7 @@ enum statpub_counter {
 	STATPUB_C_CQ_EVENTS = 5,
 	STATPUB_C_CQ_ARMS = 6,
 	STATPUB_C_ZCOPY = 7,
+	STATPUB_C_FAILOVERS = 8,
 	STATPUB_C_FALLBACK = 16,    /* + enum rsock_fallback_reason, 16 of them */
 	STATPUB_C_MAX = 32,
 };

@@ -17,7 +17,7 @@ static struct {
 	_Atomic uint64_t streams[2];
 	_Atomic uint64_t fallbacks[RSOCK_FB_MAX];
 	_Atomic int64_t registered;
-	_Atomic uint64_t handovers;
+	_Atomic uint64_t handovers, failovers;
 } st_;
 
 /* The counters the data path moves (bytes at every call, completion events
@@ -127,6 +127,12 @@ void stats_handover(void)
 	statpub_count(STATPUB_C_HANDOVERS, 1);
 }
 
+void stats_failover(void)
+{
+	atomic_fetch_add_explicit(&st_.failovers, 1, memory_order_relaxed);
+	statpub_count(STATPUB_C_FAILOVERS, 1);
+}
+
 void stats_add_bytes(int rdma, int tx, uint64_t n)
 {
 	atomic_fetch_add_explicit(&st_shard()->bytes[!!rdma][!!tx], n, memory_order_relaxed);
@@ -156,7 +162,7 @@ void stats_snapshot(struct rsock_stats *st, size_t tracked_fds)
 {
 	memset(st, 0, sizeof(*st));
 	st->size = sizeof(*st);
-	st->version = 4;
+	st->version = 5;
 	st->streams_tcp = atomic_load_explicit(&st_.streams[0], memory_order_relaxed);
 	st->streams_rdma = atomic_load_explicit(&st_.streams[1], memory_order_relaxed);
 	st->tx_bytes_tcp = ST_SUM(bytes[0][1]);
@@ -172,6 +178,7 @@ void stats_snapshot(struct rsock_stats *st, size_t tracked_fds)
 	st->cq_events = ST_SUM(cq_events);
 	st->cq_arms = ST_SUM(cq_arms);
 	st->zcopy_bytes = ST_SUM(zcopy);
+	st->failovers = atomic_load_explicit(&st_.failovers, memory_order_relaxed);
 }
 
 void stats_print(size_t tracked_fds)
@@ -183,7 +190,7 @@ void stats_print(size_t tracked_fds)
 		 "stats: streams tcp=%llu rdma=%llu bytes tcp tx=%llu rx=%llu rdma tx=%llu rx=%llu "
 		 "fallbacks rules=%llu no_device=%llu peer=%llu resources=%llu protocol=%llu "
 		 "not_implemented=%llu registered=%llu handovers=%llu cq_events=%llu cq_arms=%llu "
-		 "zcopy=%llu",
+		 "zcopy=%llu failovers=%llu",
 		 (unsigned long long)s.streams_tcp, (unsigned long long)s.streams_rdma,
 		 (unsigned long long)s.tx_bytes_tcp, (unsigned long long)s.rx_bytes_tcp,
 		 (unsigned long long)s.tx_bytes_rdma, (unsigned long long)s.rx_bytes_rdma,
@@ -195,5 +202,5 @@ void stats_print(size_t tracked_fds)
 		 (unsigned long long)s.fallbacks[RSOCK_FB_NOT_IMPLEMENTED],
 		 (unsigned long long)s.registered_bytes, (unsigned long long)s.handovers,
 		 (unsigned long long)s.cq_events, (unsigned long long)s.cq_arms,
-		 (unsigned long long)s.zcopy_bytes);
+		 (unsigned long long)s.zcopy_bytes, (unsigned long long)s.failovers);
 }

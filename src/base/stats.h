@@ -17,6 +17,8 @@ void stats_handover(void);
 void stats_cq_event(void);
 void stats_cq_arm(void);
 void stats_zcopy(uint64_t n);
+/* A stream moved to TCP because its RDMA path broke (a failover). */
+void stats_failover(void);
 /* In a fork child: the other threads' per-thread shards are free again. */
 void stats_fork_child(void);
 /* Fill st completely (current version); tracked_fds: the fd table's count

@@ -140,7 +140,8 @@ for pid, name in ((int(sys.argv[1]), "s-cli"), (int(sys.argv[2]), "s-srv")):
             p["tx_bytes_rdma"], p["rx_bytes_rdma"]] + \
            [p["fallbacks"][k] for k in ("rules", "no_device", "peer", "resources", "protocol",
                                         "not_implemented")] + \
-           [p["registered_bytes"], p["handovers"], p["cq_events"], p["cq_arms"], p["zcopy_bytes"]]
+           [p["registered_bytes"], p["handovers"], p["cq_events"], p["cq_arms"], p["zcopy_bytes"],
+            p["failovers"]]
     assert mine == nums, (name, mine, nums)
     assert p["streams"] == 1 and p["tracked_fds"] >= 1, p
 for k in ("streams_tcp", "tx_bytes_tcp", "rx_bytes_tcp"):

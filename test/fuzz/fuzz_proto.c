@@ -103,7 +103,7 @@ static int eq_ack(const union msg *x, const union msg *y)
 static int eq_switch(const union msg *x, const union msg *y)
 {
 	return x->s.version == y->s.version && x->s.flags == y->s.flags &&
-	       x->s.rdma_bytes == y->s.rdma_bytes;
+	       x->s.rdma_bytes == y->s.rdma_bytes && x->s.rx_bytes == y->s.rx_bytes;
 }
 
 static const struct codec codecs[] = {
@@ -135,6 +135,8 @@ static void check_semantics(const struct codec *c, const union msg *m)
 		}
 	} else if (c->dec == dec_switch) {
 		CHECK(m->s.version >= PROTO_VERSION_SWITCH);
+		/* version 2 carries neither a flag nor a received count */
+		CHECK(m->s.version > PROTO_VERSION_SWITCH || (!m->s.flags && !m->s.rx_bytes));
 	} else if (c->dec == dec_probe) {
 		CHECK(m->p.version >= 1 && m->p.client_port && m->p.server_port);
 		CHECK(m->p.family == AF_INET || m->p.family == AF_INET6);
@@ -201,10 +203,13 @@ static void fuzz_codec(const struct codec *c, const uint8_t *data, size_t size)
 	}
 	if (state <= 0)
 		return;
-	/* round trip: the v1 encoding of what was decoded decodes the same */
+	/* round trip: the shortest encoding of what was decoded (a version-3
+	 * switch: 32 bytes) decodes the same */
+	size_t elen = c->dec == dec_switch && first.s.version > PROTO_VERSION_SWITCH ? PROTO_SWITCH3_LEN
+										     : c->v1len;
 	n = c->enc(&first, enc, sizeof(enc));
-	CHECK(n == (int)c->v1len);
-	CHECK(c->enc(&first, enc, c->v1len - 1) == -ENOSPC);
+	CHECK(n == (int)elen);
+	CHECK(c->enc(&first, enc, elen - 1) == -ENOSPC);
 	memset(&m2, 0x5a, sizeof(m2));
 	CHECK(c->dec(enc, (size_t)n, &m2) == n);
 	CHECK(c->eq(&first, &m2));
@@ -457,7 +462,9 @@ static size_t make_corpus(struct seed *s, size_t cap)
 	struct proto_switch sw = {.version = 2, .rdma_bytes = 123456789};
 	ADD(proto_switch_encode(&sw, s[n].b, sizeof(s[n].b)) + 5); /* + application bytes */
 	sw.version = 3;
-	sw.flags = 1;
+	sw.flags = PROTO_SWITCH_FAILOVER;
+	sw.rx_bytes = 987654321;
+	ADD(proto_switch_encode(&sw, s[n].b, sizeof(s[n].b)) + 3); /* a failover */
 	ADD((proto_switch_encode(&sw, s[n].b, sizeof(s[n].b)), put16(s[n].b + 6, 40), 40));
 	ADD((memcpy(s[n].b, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27), 27));
 	/* ring operation streams and immediates */

@@ -38,7 +38,7 @@ static void post(struct tp *t, uint32_t n)
 	struct ring_span rs[2];
 
 	assert_int_equal(ring_remote_reserve(&t->peer, n, rs), 0);
-	tp_data_msg_posted(t);
+	tp_data_msg_posted(t, NULL, n);
 }
 
 /* The peer writes a data message of n bytes into our ring. */
@@ -280,6 +280,46 @@ static void test_switch_rx_done(void **state)
 	assert_int_equal(tp_switch_rx_done((1ull << 32) + 1, 1ull << 32), -EPROTO);
 }
 
+/* The failover's resend: a peer's received count is checked against what
+ * was credited, landed and written, and the bytes from it come from each
+ * message's copy, in order, the first one from its middle when the count
+ * falls there. */
+static void test_resend(void **state)
+{
+	static uint8_t src[300];
+	struct tp *t = tp_make();
+	struct iovec v[TP_MAX_DATA_MSGS + 1];
+	struct ring_span rs[2];
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(ring_remote_reserve(&t->peer, 100, rs), 0);
+		tp_data_msg_posted(t, src + 100 * i, 100);
+	}
+	assert_int_equal(tp_resend_check(t, 301), -EPROTO); /* more than written */
+	assert_int_equal(tp_resend_check(t, 300), 0);
+	assert_int_equal(tp_resend_iov(t, 300, v), 0); /* nothing to send again */
+	assert_int_equal(tp_resend_check(t, 0), 0);
+	assert_int_equal(tp_resend_iov(t, 0, v), 3);
+	assert_ptr_equal(v[0].iov_base, src);
+	assert_int_equal(v[2].iov_len, 100);
+	assert_int_equal(tp_resend_iov(t, 150, v), 2);
+	assert_ptr_equal(v[0].iov_base, src + 150);
+	assert_int_equal(v[0].iov_len, 50);
+	assert_ptr_equal(v[1].iov_base, src + 200);
+	/* 120 credited: the first message is released; fewer is hostile */
+	assert_int_equal(tp_credit_take(t, 120), 0);
+	assert_int_equal(tp_resend_check(t, 119), -EPROTO);
+	assert_int_equal(tp_resend_check(t, 120), 0);
+	assert_int_equal(tp_resend_iov(t, 120, v), 2);
+	assert_ptr_equal(v[0].iov_base, src + 120);
+	/* our completions say 200 landed: fewer is hostile too */
+	t->tx_landed = 200;
+	assert_int_equal(tp_resend_check(t, 150), -EPROTO);
+	assert_int_equal(tp_resend_check(t, 200), 0);
+	free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -287,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_credit_never_sent),
 		cmocka_unit_test(test_allowance_wraps),
 		cmocka_unit_test(test_positions_past_32_bits),
+		cmocka_unit_test(test_resend),
 		cmocka_unit_test(test_rx_allowance),
 		cmocka_unit_test(test_rx_credit_covers_read),
 		cmocka_unit_test(test_rx_thresholds),

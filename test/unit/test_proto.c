@@ -551,7 +551,7 @@ static void test_future_version(void **state)
 	assert_probe_eq(&pout, &p);
 }
 
-/* ---- switch (version 2) ------------------------------------------------ */
+/* ---- switch (versions 2 and 3) ---------------------------------------- */
 
 static void test_switch(void **state)
 {
@@ -598,14 +598,46 @@ static void test_switch(void **state)
 	memcpy(b, "HTTP", 4);
 	assert_int_equal(proto_switch_decode(b, 1, &out), -EPROTO);
 
-	/* a later version may be longer and use the reserved fields */
+	/* version 3: FAILOVER and rx_bytes, 32 bytes */
 	m.version = 3;
+	m.flags = PROTO_SWITCH_FAILOVER;
+	m.rx_bytes = 0x1112131415161718ull;
+	assert_int_equal(proto_switch_encode(&m, b, PROTO_SWITCH3_LEN - 1), -ENOSPC);
+	assert_int_equal(proto_switch_encode(&m, b, sizeof(b)), PROTO_SWITCH3_LEN);
+	static const uint8_t want3[PROTO_SWITCH3_LEN] = {
+		'R', 'S', 'K', '1', 6, 0, 32, 0, 3, 0, 0, 0, 1, 0, 0, 0,
+		8, 7, 6, 5, 4, 3, 2, 1, 0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11};
+	assert_memory_equal(b, want3, PROTO_SWITCH3_LEN);
+	for (size_t l = 0; l < PROTO_SWITCH3_LEN; l++)
+		assert_int_equal(proto_switch_decode(b, l, &out), -EAGAIN);
+	assert_int_equal(proto_switch_decode(b, PROTO_SWITCH3_LEN + 3, &out), PROTO_SWITCH3_LEN);
+	assert_int_equal(out.version, 3);
+	assert_int_equal(out.flags, PROTO_SWITCH_FAILOVER);
+	assert_int_equal(out.rdma_bytes, m.rdma_bytes);
+	assert_int_equal(out.rx_bytes, m.rx_bytes);
+	put16(b + 6, 24); /* version 3 has rx_bytes: at least 32 bytes */
+	assert_int_equal(proto_switch_decode(b, 10, &out), -EPROTO);
+	put16(b + 6, 31);
+	assert_int_equal(proto_switch_decode(b, 10, &out), -EPROTO);
+	/* a version-2 message never carries rx_bytes nor a flag */
+	m.version = 2;
 	assert_int_equal(proto_switch_encode(&m, b, sizeof(b)), PROTO_SWITCH_LEN);
+	assert_int_equal(proto_switch_decode(b, PROTO_SWITCH_LEN, &out), -EPROTO);
+	m.flags = 0;
+	assert_int_equal(proto_switch_encode(&m, b, sizeof(b)), PROTO_SWITCH_LEN);
+	assert_int_equal(proto_switch_decode(b, PROTO_SWITCH_LEN, &out), PROTO_SWITCH_LEN);
+	assert_int_equal(out.rx_bytes, 0);
+
+	/* a later version may be longer and use the reserved fields */
+	m.version = 4;
+	assert_int_equal(proto_switch_encode(&m, b, sizeof(b)), PROTO_SWITCH3_LEN);
 	put16(b + 6, 40);
+	put16(b + 10, 9);
 	put32(b + 12, 0x80000000u);
 	assert_int_equal(proto_switch_decode(b, 39, &out), -EAGAIN);
 	assert_int_equal(proto_switch_decode(b, 40, &out), 40);
 	assert_int_equal(out.flags, 0x80000000u);
+	assert_int_equal(out.rx_bytes, m.rx_bytes);
 }
 
 /* ---- immediates --------------------------------------------------------- */

@@ -124,7 +124,8 @@ int tp_set_keep(struct tp *t)
 	pid_t none = 0, me = rsock_pid();
 	int with_cq;
 
-	if (!tp_settings.ring_cache || !t->pd || !t->rx_mr || !t->tx_mr || t->qp)
+	/* A failed-over stream's device may be the one that went away. */
+	if (!tp_settings.ring_cache || !t->pd || !t->rx_mr || !t->tx_mr || t->qp || t->failed_over)
 		return 0;
 	atomic_compare_exchange_strong(&set_pid, &none, me);
 	if (!set_mine() || !(s = calloc(1, sizeof(*s))))

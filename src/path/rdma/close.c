@@ -54,10 +54,22 @@ int tp_shutdown_wr(struct tp *t)
 	}
 	if (!t->fin_sent) {
 		tp_progress(t);
-		tp_send_credit(t);
-		rc = post_ctl(t, PROTO_IMM_FIN);
-		if (rc == 0)
-			t->fin_sent = 1;
+		if (!tp_switched(t)) {
+			tp_send_credit(t);
+			rc = post_ctl(t, PROTO_IMM_FIN);
+			if (rc == 0)
+				t->fin_sent = 1;
+			else if (rc != -EPIPE && !t->err) {
+				/* The path broke under the FIN: a failover, and
+				 * TCP's FIN ends the stream. */
+				tp_fail(t, -ECONNRESET, "posting FIN failed", TP_FAIL_PATH);
+				tp_failover_due(t);
+			}
+		}
+		if (tp_switched(t)) {
+			pthread_mutex_unlock(&t->lock);
+			return rsock_real.shutdown(t->tcp_fd, SHUT_WR) ? -errno : 0;
+		}
 	}
 	pthread_mutex_unlock(&t->lock);
 	return rc == -EPIPE ? 0 : rc;
@@ -169,6 +181,8 @@ void tp_close(struct tp *t, int abort)
 		ho_publish(&t->s, pfd);
 	ho_unregister(&t->s, forked);
 	pthread_mutex_lock(&t->lock);
+	if (t->up && !tp_switched(t) && !t->err)
+		tp_progress(t); /* a broken path fails over first */
 	if (tp_switched(t)) {
 		/* Like TCP closing with unread data (unless another process may
 		 * hold the socket): the peer sees a reset. */
@@ -203,7 +217,8 @@ void tp_close(struct tp *t, int abort)
 		int64_t until = clock_now_ns() + TP_LINGER_MS * 1000000LL;
 		for (;;) {
 			tp_progress(t);
-			if (!t->sq_busy || t->err || t->peer_gone || tp_timed_out(until))
+			if (!t->sq_busy || t->err || t->peer_gone || tp_switched(t) ||
+			    tp_timed_out(until))
 				break;
 			tp_wait_event(t, until, 0);
 		}

@@ -107,8 +107,9 @@ uint32_t tp_send_room(struct tp *t, size_t want, int zc)
 	}
 	if (room > want)
 		room = want;
-	if (room > t->max_inline && !zc) {
-		/* A staged message: it needs contiguous room in the send ring.
+	if (!zc) {
+		/* A staged message (inline ones too, whose copy a failover may
+		 * need): it needs contiguous room in the send ring.
 		 * Less than TP_MIN_STAGE there (or than the message) is not
 		 * worth a work request: skip the ring's end if the start has
 		 * room, else wait for completions (one is signalled whenever

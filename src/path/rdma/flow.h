@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "base/compiler.h"
 #include "base/ring.h"
@@ -29,12 +30,17 @@ static inline void tp_pub_credits(struct tp *t)
 		statpub_credits(p, t->msg_count, t->peer.tail - t->peer.acked);
 }
 
-/* A data message ending at the peer's tail is posted: its end is recorded
- * until the peer's credit covers it (the message allowance). The caller
+/* A data message of n bytes at src ending at the peer's tail is posted:
+ * its end is recorded until the peer's credit covers it (the message
+ * allowance), with where its bytes are (a failover's resend). The caller
  * has checked that fewer than TP_MAX_DATA_MSGS are outstanding. */
-static inline void tp_data_msg_posted(struct tp *t)
+static inline void tp_data_msg_posted(struct tp *t, const uint8_t *src, uint32_t n)
 {
-	t->msg_end[(t->msg_head + t->msg_count) % RSOCK_ARRAY_SIZE(t->msg_end)] = t->peer.tail;
+	unsigned i = (t->msg_head + t->msg_count) % RSOCK_ARRAY_SIZE(t->msg_end);
+
+	t->msg_end[i] = t->peer.tail;
+	t->msg_src[i] = src;
+	t->msg_len[i] = n;
 	t->msg_count++;
 	tp_pub_credits(t);
 }
@@ -52,6 +58,43 @@ static inline int tp_credit_take(struct tp *t, uint32_t v)
 	}
 	tp_pub_credits(t);
 	return 0;
+}
+
+/* ---- the failover's resend (doc/design.md, "Descriptors, fork, exec") --- */
+
+/* The peer's failover SWITCH says it received rx bytes of ours over RDMA.
+ * 0 when this side can send again exactly what follows: no fewer than the
+ * peer credited or our completions say landed (those bytes' copies may be
+ * gone), no more than we wrote; else -EPROTO (a hostile or broken peer). */
+static inline int tp_resend_check(const struct tp *t, uint64_t rx)
+{
+	if (rx > t->peer.tail || rx < t->peer.acked || rx < t->tx_landed)
+		return -EPROTO;
+	return 0;
+}
+
+/* The bytes from rx (checked by tp_resend_check) to the tail, in order, as
+ * at most TP_MAX_DATA_MSGS pieces of the data messages not yet credited.
+ * Returns the count of pieces in v, or -EPROTO when those messages do not
+ * cover the span. */
+static inline int tp_resend_iov(const struct tp *t, uint64_t rx, struct iovec *v)
+{
+	const unsigned cap = RSOCK_ARRAY_SIZE(t->msg_end);
+	uint64_t at = rx;
+	int n = 0;
+
+	for (unsigned k = 0; k < t->msg_count; k++) {
+		unsigned i = (t->msg_head + k) % cap;
+		uint64_t end = t->msg_end[i], start = end - t->msg_len[i];
+		if (end <= at)
+			continue;
+		if (start > at)
+			return -EPROTO; /* a hole: never with messages posted in order */
+		v[n].iov_base = (void *)(uintptr_t)(t->msg_src[i] + (at - start));
+		v[n++].iov_len = (size_t)(end - at);
+		at = end;
+	}
+	return at == t->peer.tail ? n : -EPROTO;
 }
 
 /* ---- the receiver: the peer's data messages it has not credited ---------- */

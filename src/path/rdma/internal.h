@@ -35,6 +35,18 @@ _Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "recei
 #define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
 #define TP_LINGER_MS 2000  /* the most close() waits for what it posted */
 #define TP_SPILL_AFTER_MS 20    /* a blocked send's wait before it spills */
+/* Bounded detection (doc/design.md, "Errors"): the QP's ACK time-out,
+ * 4.096 us x 2^TP_ACK_TIMEOUT (134 ms), and its retries: a write the peer's
+ * device does not acknowledge fails after 8 tries, about 1.1 s. */
+#define TP_ACK_TIMEOUT 15
+#define TP_RETRY_COUNT 7
+#define TP_DRAIN_MS 1000 /* the most a failover waits for its receives' flush */
+/* A signalled work request not complete after this long: the device is
+ * stuck (soft-RoCE after a link flap: its retransmission timer stopped,
+ * neither success nor error ever came); the path counts as broken. Well
+ * beyond the retries' 1.1 s. */
+#define TP_STALL_MS 3000
+#define TP_WRID_RECV 1   /* the wr_id of receives (a flushed one has no opcode) */
 
 /* ---- the hooks (tp_hooks_set; setup.c), as the module calls them -------- */
 
@@ -128,9 +140,18 @@ int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32
 /* Post a signalled zero-byte RDMA WRITE, whose completion says every
  * earlier work request is complete. 0 or -errno. */
 int tp_post_fence(struct tp *t);
-/* The RDMA path failed under the stream: it is broken with err (-errno),
- * the peer told when reset (see post.c). */
-void tp_fail(struct tp *t, int err, const char *why, int reset);
+/* How a failure under the stream came (tp_fail). */
+enum tp_fail_kind {
+	TP_FAIL_PROTO, /* the peer broke the protocol: reset, never a failover */
+	TP_FAIL_PATH,  /* the path or the device failed: a failover when it can */
+	TP_FAIL_FLUSH, /* a work request flushed: the QP is in error; no reset */
+};
+/* The RDMA path failed under the stream: a failover is due (path_down) or
+ * it is broken with err (-errno), the peer told by a reset (see post.c). */
+void tp_fail(struct tp *t, int err, const char *why, enum tp_fail_kind kind);
+/* The failover, when the path broke and none runs (switch.c; tp_progress
+ * calls it). */
+void tp_failover_due(struct tp *t);
 /* Process every completion available; returns how many there were. */
 int tp_progress(struct tp *t);
 
@@ -175,9 +196,23 @@ void tp_check_control(struct tp *t);
 /* Until everything posted on t has completed, by deadline (ms). 0,
  * -ETIMEDOUT, or -errno. */
 int tp_await_posted(struct tp *t, int64_t deadline);
-/* The switch in the owning process (have_total: the peer's SWITCH said
- * peer_total), bounded by TP_SWITCH_MS. 0 or -errno. */
-int tp_switch_locked(struct tp *t, int have_total, uint64_t peer_total);
+/* The switch in the owning process (peer: the peer's SWITCH, read first;
+ * NULL: this side speaks first), bounded by TP_SWITCH_MS; a failover when
+ * the path broke or the peer's says FAILOVER. 0 or -errno. */
+int tp_switch_locked(struct tp *t, const struct proto_switch *peer);
+/* The failover (failover.c; doc/design.md, "Descriptors, fork, exec"):
+ * the QP moved to its error state and its receives waited for (bounded),
+ * so that the ring's tail counts for good what arrived. */
+void tp_fo_freeze(struct tp *t);
+/* Write this side's SWITCH (FAILOVER when fo; the peer's version's
+ * layout), by deadline (ms). 0 or -errno. */
+int tp_fo_send_switch(struct tp *t, int fo, int64_t deadline);
+/* Write on TCP what the peer, having received rx bytes of ours, lacks, from
+ * our copies. 0, -EPROTO for a count we cannot send from, or -errno. */
+int tp_fo_resend(struct tp *t, uint64_t rx, int64_t deadline);
+/* The failover failed with rc: the stream is broken (ETIMEDOUT when the
+ * peer did not answer, else ECONNRESET), the peer told by a reset. */
+void tp_fo_broken(struct tp *t, int rc);
 /* The verbs device refused this process with EACCES: 1 when the stream is
  * switched now, 0 when it cannot be. */
 int tp_creds_lost(struct tp *t);

@@ -22,12 +22,16 @@
 int tp_post_recv_chain(struct tp *t, unsigned n)
 {
 	struct ibv_recv_wr wr[TP_RQ_BATCH], *bad;
+	int rc;
 
 	if (!n)
 		return 0;
 	for (unsigned i = 0; i < n; i++)
-		wr[i] = (struct ibv_recv_wr){.next = i + 1 < n ? &wr[i + 1] : NULL};
-	return -(fault_at(FAULT_POST_RECV) ?: ibv_post_recv(t->qp, wr, &bad));
+		wr[i] = (struct ibv_recv_wr){.wr_id = TP_WRID_RECV, .next = i + 1 < n ? &wr[i + 1] : NULL};
+	if ((rc = fault_at(FAULT_POST_RECV) ?: ibv_post_recv(t->qp, wr, &bad)))
+		return -rc;
+	t->rq_out += n;
+	return 0;
 }
 
 /* Post one RDMA WRITE WITH IMMEDIATE. sge may be NULL (zero bytes). */
@@ -63,6 +67,8 @@ int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32
 		unsigned slot = (t->sig_head + t->sig_count) % TP_SQ_DEPTH;
 		t->sig[slot].seq = t->sq_seq;
 		t->sig[slot].tx_tail = t->tx.tail;
+		t->sig[slot].peer_tail = t->peer.tail;
+		t->sig[slot].ms = clock_coarse_ms();
 		t->sig_count++;
 		t->sq_posted = 0;
 	}
@@ -89,33 +95,56 @@ int tp_post_fence(struct tp *t)
 	slot = (t->sig_head + t->sig_count) % TP_SQ_DEPTH;
 	t->sig[slot].seq = t->sq_seq;
 	t->sig[slot].tx_tail = t->tx.tail;
+	t->sig[slot].peer_tail = t->peer.tail;
+	t->sig[slot].ms = clock_coarse_ms();
 	t->sig_count++;
 	t->sq_posted = 0;
 	return 0;
 }
 
+/* Whether a broken path can fail over: the stream is up and this
+ * process's, the peer speaks version 3, and its control connection is
+ * there to carry the stream (doc/design.md, "Errors"). */
+static int failover_possible(struct tp *t)
+{
+	return t->up && t->peer_version >= PROTO_VERSION_FAILOVER && t->owner == rsock_pid() &&
+	       !tp_switched(t) && !t->peer_gone && !t->rd_shut &&
+	       !atomic_load_explicit(&tp_creds_stale, memory_order_relaxed);
+}
+
 /* The RDMA path failed under the stream (a completion error, a protocol
- * violation by the peer, the device refusing a post or a poll): the stream
- * is broken, as a TCP connection is by a reset. The application sees err,
- * after the bytes that arrived before, as over TCP: -ECONNRESET, or
- * -ETIMEDOUT when the peer stopped answering (the transport's retries ran
- * out, where TCP's give up too), or -EPIPE after the peer's FIN. And the
- * peer is told at once, by a reset of the control connection (connect()
- * with AF_UNSPEC, which keeps the application's descriptor): a peer left
- * waiting would otherwise hang, or take the end of the stream for a clean
- * one when this process closes it (doc/design.md, "Errors"). Not for
- * reset == 0 (flushed work requests: the QP went to its error state, after
- * an error seen first or because the peer disconnected, as it does once a
+ * violation by the peer, the device refusing a post or a poll). A path or
+ * device failure (kind TP_FAIL_PATH, and a flush before the peer's FIN)
+ * where failover_possible() only notes path_down: the next tp_progress
+ * moves the stream to TCP, nothing lost (tp_failover_due). Otherwise the
+ * stream is broken, as a TCP connection is by a reset. The application
+ * sees err, after the bytes that arrived before, as over TCP: -ECONNRESET,
+ * or -ETIMEDOUT when the peer stopped answering (the transport's retries
+ * ran out, where TCP's give up too), or -EPIPE after the peer's FIN. And
+ * the peer is told at once, by a reset of the control connection
+ * (connect() with AF_UNSPEC, which keeps the application's descriptor): a
+ * peer left waiting would otherwise hang, or take the end of the stream
+ * for a clean one when this process closes it (doc/design.md, "Errors").
+ * Not for flushed work requests (the QP went to its error state, after an
+ * error seen first or because the peer disconnected, as it does once a
  * hand-over is done), nor during a hand-over (the control connection is
  * about to carry the stream). Caller holds t->lock. */
-void tp_fail(struct tp *t, int err, const char *why, int reset)
+void tp_fail(struct tp *t, int err, const char *why, enum tp_fail_kind kind)
 {
-	if (t->err)
+	if (t->err || t->path_down)
 		return;
+	if (kind != TP_FAIL_PROTO && !(kind == TP_FAIL_FLUSH && t->eof) && !t->fo_frozen &&
+	    failover_possible(t)) {
+		log_debug("fd %d: %s: the RDMA path is broken, the stream moves to TCP", t->tcp_fd, why);
+		t->path_down = err;
+		atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
+		tp_waitq_wake(t);
+		return;
+	}
 	t->err = err;
 	atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
-	if (reset && err != -EPIPE && t->up && !t->peer_gone && !t->eof && !tp_switched(t) &&
-	    !t->switching && t->owner == rsock_pid()) {
+	if (kind != TP_FAIL_FLUSH && err != -EPIPE && t->up && !t->peer_gone && !t->eof &&
+	    !tp_switched(t) && !t->switching && t->owner == rsock_pid()) {
 		struct sockaddr sa = {.sa_family = AF_UNSPEC};
 		log_warn_rl("fd %d: %s: the stream is reset, its peer told (%s for the application)",
 			    t->tcp_fd, why, strerrorname_np(-err));
@@ -131,18 +160,20 @@ static void handle_recv(struct tp *t, uint32_t imm)
 	enum proto_imm_type type;
 	uint32_t v;
 
+	if (t->fo_frozen)
+		return; /* failing over: the count of bytes received is final */
 	if (proto_imm_decode(imm, &type, &v)) {
-		tp_fail(t, -ECONNRESET, "a message the protocol does not know", 1);
+		tp_fail(t, -ECONNRESET, "a message the protocol does not know", TP_FAIL_PROTO);
 		return;
 	}
 	switch (type) {
 	case PROTO_IMM_DATA:
 		if (tp_rx_msg_arrived(t, v))
-			tp_fail(t, -ECONNRESET, "the peer wrote beyond its credit", 1);
+			tp_fail(t, -ECONNRESET, "the peer wrote beyond its credit", TP_FAIL_PROTO);
 		break;
 	case PROTO_IMM_CREDIT:
 		if (tp_credit_take(t, v))
-			tp_fail(t, -ECONNRESET, "the peer credited bytes never sent", 1);
+			tp_fail(t, -ECONNRESET, "the peer credited bytes never sent", TP_FAIL_PROTO);
 		break;
 	case PROTO_IMM_FIN:
 		log_debug("fd %d: FIN received", t->tcp_fd);
@@ -191,13 +222,22 @@ int tp_progress(struct tp *t)
 		total += n;
 		atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		for (int i = 0; i < n; i++) {
+			if (wc[i].wr_id == TP_WRID_RECV && t->rq_out)
+				t->rq_out--; /* completed or flushed: a failover counts them */
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				enum ibv_wc_status st = wc[i].status;
+				/* The peer's device refused our write: its
+				 * protocol's business, no path's (doc/design.md,
+				 * "Errors"). */
+				enum tp_fail_kind k = st == IBV_WC_WR_FLUSH_ERR ? TP_FAIL_FLUSH
+						      : st == IBV_WC_REM_ACCESS_ERR || st == IBV_WC_REM_INV_REQ_ERR
+							      ? TP_FAIL_PROTO
+							      : TP_FAIL_PATH;
 				tp_fail(t,
 					t->eof || t->peer_gone			? -EPIPE
 					: st == IBV_WC_RETRY_EXC_ERR || st == IBV_WC_RNR_RETRY_EXC_ERR ? -ETIMEDOUT
 												 : -ECONNRESET,
-					ibv_wc_status_str(st), st != IBV_WC_WR_FLUSH_ERR);
+					ibv_wc_status_str(st), k);
 				continue;
 			}
 			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
@@ -205,25 +245,31 @@ int tp_progress(struct tp *t)
 				/* Each message used a receive: posted again in
 				 * chains, TP_RQ_BATCH at a time (the peer never
 				 * has more than TP_MAX_DATA_MSGS data messages
-				 * and a few control ones outstanding). */
-				if (++t->rq_owed >= TP_RQ_BATCH) {
+				 * and a few control ones outstanding); not once
+				 * the path is down. */
+				if (++t->rq_owed >= TP_RQ_BATCH && !t->path_down && !t->fo_frozen) {
 					if (tp_post_recv_chain(t, t->rq_owed))
-						tp_fail(t, -ECONNRESET, "posting receives failed", 1);
-					t->rq_owed = 0;
+						tp_fail(t, -ECONNRESET, "posting receives failed", TP_FAIL_PATH);
+					else
+						t->rq_owed = 0;
 				}
 			} else if (wc[i].opcode == IBV_WC_RDMA_WRITE && t->sig_count) {
 				/* Signalled WRs complete in order, and every WR
-				 * posted before one is complete when it is. */
+				 * posted before one is complete when it is: at
+				 * the peer too (RC), so its count covers them. */
 				t->sq_busy = (unsigned)(t->sq_seq - t->sig[t->sig_head].seq);
 				t->tx.head = t->sig[t->sig_head].tx_tail;
+				t->tx_landed = t->sig[t->sig_head].peer_tail;
 				t->sig_head = (t->sig_head + 1) % TP_SQ_DEPTH;
 				t->sig_count--;
 			}
 		}
 	}
 	if (n < 0)
-		tp_fail(t, -ECONNRESET, "polling the completion queue failed", 1);
+		tp_fail(t, -ECONNRESET, "polling the completion queue failed", TP_FAIL_PATH);
 	if (total || n < 0)
 		tp_waitq_wake(t);
+	if (RSOCK_UNLIKELY(t->path_down))
+		tp_failover_due(t);
 	return total;
 }

@@ -88,9 +88,13 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 			return tp_sw_ready(t, seq);
 		}
 		if (rc)
-			tp_fail(t, -ECONNRESET, "arming the completion queue failed", 1);
-		if (tp_progress(t))
+			tp_fail(t, -ECONNRESET, "arming the completion queue failed", TP_FAIL_PATH);
+		if (tp_progress(t) || rc)
 			ev = ready_locked(t);
+		if (tp_switched(t)) { /* failed over */
+			pthread_mutex_unlock(&t->lock);
+			return tp_sw_ready(t, seq);
+		}
 	}
 	if (seq)
 		*seq = atomic_load_explicit(&t->evseq, memory_order_relaxed);
@@ -114,5 +118,7 @@ int tp_readable_bytes(struct tp *t)
 	tp_progress(t);
 	n = tp_unread(t);
 	pthread_mutex_unlock(&t->lock);
+	if (tp_switched(t)) /* failed over meanwhile */
+		return tp_readable_bytes(t);
 	return n > INT32_MAX ? INT32_MAX : (int)n;
 }

@@ -4,6 +4,7 @@
 #include "build-config.h"
 #endif
 #include <errno.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "base/log.h"
@@ -39,11 +40,13 @@ static void iov_gather(const struct iovec *iov, int iovcnt, size_t skip, void *d
  * then). Caller holds the lock. */
 static int send_small(struct tp *t, const void *buf, uint32_t n)
 {
-	/* Inline: the provider copies the bytes into the work request
-	 * while it posts, so they go from the caller's buffer. */
-	struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = n, .lkey = 0};
+	/* Inline: the provider copies the bytes into the work request while
+	 * it posts; a copy stays in the staging ring until a completion says
+	 * they landed (a failover sends them again from there). */
+	struct ibv_sge sge = {.length = n, .lkey = 0};
 	struct ring_span rs[2];
 	uint32_t room = tp_send_room(t, n, 0);
+	uint8_t *dst;
 
 	/* Completions are looked at only when the room seems short: what
 	 * they could say otherwise (the peer's end, an error) is news that
@@ -52,17 +55,23 @@ static int send_small(struct tp *t, const void *buf, uint32_t n)
 		tp_progress(t);
 		room = tp_send_room(t, n, 0);
 	}
-	if (RSOCK_UNLIKELY(t->eof || t->err || t->peer_gone || t->fin_sent || tp_switched(t)) ||
+	if (RSOCK_UNLIKELY(t->eof || t->err || t->peer_gone || t->fin_sent || t->path_down ||
+			   tp_switched(t)) ||
 	    room != n)
 		return 0;
 	if (RSOCK_UNLIKELY(ring_remote_reserve(&t->peer, n, rs))) /* send_room saw the room */
 		return 0;
+	dst = t->tx.buf + (t->tx.tail & (t->tx.size - 1)); /* contiguous by send_room */
+	memcpy(dst, buf, n);
+	t->tx.tail += n;
+	sge.addr = (uintptr_t)dst;
 	if (RSOCK_UNLIKELY(tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n),
 				      PW_INLINE))) {
 		t->peer.tail -= n; /* the loop posts again, and handles the error */
+		t->tx.tail -= n;
 		return 0;
 	}
-	tp_data_msg_posted(t);
+	tp_data_msg_posted(t, dst, n);
 	log_trace("fd %d: data message of %u bytes, inline", t->tcp_fd, n);
 	return 1;
 }
@@ -110,11 +119,13 @@ static int send_wait(struct tp *t, struct send_wait *sw)
 }
 
 /* Post one data message of n bytes (tp_send_room allowed them, contiguous)
- * from byte done of iov: from the registered span zc (NULL: none), inline,
- * or staged in the send ring. 0 or tp_post_write's -errno (the reservations
- * stay made). Caller holds the lock. */
+ * from byte done of iov: from the registered span zc (NULL: none), or
+ * staged in the send ring and written from there, inline or not (the copy
+ * stays until a completion covers it: a failover's resend). *src: where
+ * its bytes are. 0 or tp_post_write's -errno (the reservations stay made).
+ * Caller holds the lock. */
 static int send_post(struct tp *t, const struct iovec *iov, int iovcnt, size_t done, uint32_t n,
-		     struct zc_span *zc)
+		     struct zc_span *zc, const uint8_t **src)
 {
 	struct ring_span rs[2] = {{0, 0}, {0, 0}}; /* the reservation below fills it */
 	int r;
@@ -123,6 +134,7 @@ static int send_post(struct tp *t, const struct iovec *iov, int iovcnt, size_t d
 	if (zc) {
 		struct ibv_sge sge = {.addr = (uintptr_t)zc->base + (done - zc->off), .length = n,
 				      .lkey = zc->mr->lkey};
+		*src = zc->base + (done - zc->off);
 		r = tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n),
 				  done + n == zc->end ? PW_SIGNAL : 0);
 		if (r == 0) {
@@ -130,17 +142,14 @@ static int send_post(struct tp *t, const struct iovec *iov, int iovcnt, size_t d
 			if (done + n == zc->end)
 				zc->seq = t->sq_seq;
 		}
-	} else if (n <= t->max_inline) {
-		uint8_t buf[TP_INLINE_MAX];
-		struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = n, .lkey = 0};
-		iov_gather(iov, iovcnt, done, buf, n);
-		r = tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), PW_INLINE);
 	} else {
 		uint8_t *dst = t->tx.buf + (t->tx.tail & (t->tx.size - 1));
 		struct ibv_sge sge = {.addr = (uintptr_t)dst, .length = n, .lkey = t->tx_mr->lkey};
 		iov_gather(iov, iovcnt, done, dst, n);
 		t->tx.tail += n; /* == ring_write without the copy: contiguous by send_room */
-		r = tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n), 0);
+		*src = dst;
+		r = tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n),
+				  n <= t->max_inline ? PW_INLINE : 0);
 	}
 	return r;
 }
@@ -211,14 +220,20 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			}
 			continue;
 		}
-		r = send_post(t, iov, iovcnt, done, n, from_zc ? &zc : NULL);
-		if (r == -EACCES) {
+		const uint8_t *src = NULL;
+		r = send_post(t, iov, iovcnt, done, n, from_zc ? &zc : NULL, &src);
+		if (r && r != -ESHUTDOWN) {
 			/* Not posted: take the reservation back, and let TCP
-			 * carry these bytes once the stream has moved. */
+			 * carry these bytes once the stream has moved (the
+			 * credentials changed, or the path broke: a failover). */
 			t->peer.tail -= n;
-			if (n > t->max_inline && !from_zc)
+			if (!from_zc)
 				t->tx.tail -= n;
-			if (tp_creds_lost(t)) {
+			if (r != -EACCES) {
+				tp_fail(t, -ECONNRESET, "posting a send failed", TP_FAIL_PATH);
+				tp_failover_due(t);
+			}
+			if (r == -EACCES ? tp_creds_lost(t) : tp_switched(t)) {
 				if (done)
 					done += tp_sw_send_rest(t, iov, iovcnt, done, flags);
 				else
@@ -231,11 +246,11 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			break;
 		}
 		if (r) {
-			tp_fail(t, -ECONNRESET, "posting a send failed", 1);
-			r = -ECONNRESET;
+			tp_fail(t, -ECONNRESET, "posting a send failed", TP_FAIL_PROTO);
+			r = t->err ? t->err : -ECONNRESET;
 			break;
 		}
-		tp_data_msg_posted(t);
+		tp_data_msg_posted(t, src, n);
 		/* (The tests read message sizes from these lines.) */
 		log_trace("fd %d: data message of %u bytes%s", t->tcp_fd, n,
 			  from_zc ? ", sent without the copy" : n <= t->max_inline ? ", inline" : "");

@@ -303,6 +303,11 @@ static int qp_attach(struct tp *t, struct rdma_cm_id *id)
 	if (rdma_init_qp_attr(id, &a, &mask))
 		return errno ? -errno : -EINVAL;
 	a.max_rd_atomic = 0;
+	/* Bounded detection (doc/design.md, "Errors"), whatever the CM's
+	 * packet lifetime says. */
+	a.timeout = TP_ACK_TIMEOUT;
+	a.retry_cnt = TP_RETRY_COUNT;
+	mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT;
 	if (ibv_modify_qp(t->qp, &a, mask))
 		return errno ? -errno : -EINVAL;
 	t->id = id;
@@ -326,6 +331,11 @@ int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
 		pthread_mutex_unlock(&t->lock);
 		return rc;
 	}
+	/* The QP made on the id goes to RTS in rdma_accept, with the id's ACK
+	 * time-out: bounded detection (doc/design.md, "Errors"). */
+	uint8_t ack = TP_ACK_TIMEOUT;
+	if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack, sizeof(ack)))
+		log_debug("the ACK time-out could not be set (errno %d)", errno);
 	if ((rc = qp_new(t, id)) == 0) {
 		t->id = id;
 		if ((rc = post_recvs(t))) {
@@ -349,6 +359,6 @@ void tp_conn_param(struct rdma_conn_param *p, const void *priv, uint8_t priv_len
 	p->private_data_len = priv_len;
 	p->responder_resources = 0; /* no RDMA READ in this protocol */
 	p->initiator_depth = 0;
-	p->retry_count = 7;
+	p->retry_count = TP_RETRY_COUNT;
 	p->rnr_retry_count = 7; /* never the flow control: credits are (doc/design.md, "Wire protocol") */
 }

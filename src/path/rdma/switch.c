@@ -55,8 +55,9 @@ void tp_check_control(struct tp *t)
 			rsock_real.recv(t->tcp_fd, b, (size_t)d, MSG_DONTWAIT);
 			if (fault_at(FAULT_SWITCH_DROP))
 				return; /* (the peer waits for an answer that never comes) */
-			log_debug("fd %d: the peer moves the stream to TCP", t->tcp_fd);
-			tp_switch_locked(t, 1, m.rdma_bytes);
+			log_debug("fd %d: the peer moves the stream to TCP%s", t->tcp_fd,
+				  m.flags & PROTO_SWITCH_FAILOVER ? " (its path broke)" : "");
+			tp_switch_locked(t, &m);
 			tp_waitq_wake(t);
 			return;
 		}
@@ -77,11 +78,14 @@ int tp_await_posted(struct tp *t, int64_t deadline)
 {
 	int rc = 0;
 
-	while (t->sq_busy && !t->err && !rc) {
+	while (t->sq_busy && !t->err && !t->path_down && !rc) {
 		if (tp_progress(t))
 			continue;
-		if (!t->sig_count && t->sq_busy < TP_SQ_DEPTH && (rc = tp_post_fence(t)))
+		if (!t->sig_count && t->sq_busy < TP_SQ_DEPTH && (rc = tp_post_fence(t))) {
+			if (rc != -EACCES)
+				tp_fail(t, -ECONNRESET, "posting a fence failed", TP_FAIL_PATH);
 			break;
+		}
 		if (clock_now_ms() > deadline)
 			rc = -ETIMEDOUT;
 		else
@@ -92,26 +96,23 @@ int tp_await_posted(struct tp *t, int64_t deadline)
 
 /* Read the peer's SWITCH from the control connection, exactly its bytes
  * (application data follows it), absorbing RDMA completions meanwhile.
- * 0 and *total; -EPIPE or -ECONNRESET when the peer closed its socket
- * instead; -EPROTO, -ETIMEDOUT. Caller holds the lock. */
-static int read_switch(struct tp *t, uint64_t *total, int64_t deadline)
+ * 0 and *m; -EPIPE or -ECONNRESET when the peer closed its socket instead;
+ * -EPROTO, -ETIMEDOUT. Caller holds the lock. */
+static int read_switch(struct tp *t, struct proto_switch *m, int64_t deadline)
 {
 	uint8_t b[PROTO_MSG_MAX_LEN];
 	size_t got = 0, need = PROTO_SWITCH_LEN;
 
 	for (;;) {
-		struct proto_switch m;
 		struct pollfd p = {.fd = t->tcp_fd, .events = POLLIN};
 		ssize_t r = rsock_real.recv(t->tcp_fd, b + got, need - got, MSG_DONTWAIT);
 
 		if (r > 0) {
 			int d;
 			got += (size_t)r;
-			d = proto_switch_decode(b, got, &m);
-			if (d > 0) {
-				*total = m.rdma_bytes;
+			d = proto_switch_decode(b, got, m);
+			if (d > 0)
 				return 0;
-			}
 			if (d != -EAGAIN)
 				return -EPROTO;
 			if (got >= 8) /* the length is known: read up to it */
@@ -131,42 +132,47 @@ static int read_switch(struct tp *t, uint64_t *total, int64_t deadline)
 	}
 }
 
-/* The switch itself, in the owning process, lock held. have_total: the peer
- * spoke first (its SWITCH said peer_total). Afterwards the unread ring bytes
- * are the prefix and the kernel socket carries the rest, both ways. On
- * failure the kernel socket is shut down both ways (the application sees
- * EOF and EPIPE, never bytes out of order) and -errno returned. */
-static int switch_within(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline);
-static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline);
+/* The switch itself, in the owning process, lock held. peer: the peer's
+ * SWITCH, read first (NULL: this side speaks first). Afterwards the unread
+ * ring bytes are the prefix and the kernel socket carries the rest, both
+ * ways. On failure the kernel socket is shut down both ways (the
+ * application sees EOF and EPIPE, never bytes out of order), or, for a
+ * failover, the stream is broken (tp_fo_broken), and -errno returned. */
+static int switch_within(struct tp *t, const struct proto_switch *peer, int64_t deadline);
+static int switch_steps(struct tp *t, const struct proto_switch *peer, int64_t deadline);
 
-int tp_switch_locked(struct tp *t, int have_total, uint64_t peer_total)
+int tp_switch_locked(struct tp *t, const struct proto_switch *peer)
 {
-	return switch_within(t, have_total, peer_total, clock_now_ms() + TP_SWITCH_MS);
+	return switch_within(t, peer, clock_now_ms() + TP_SWITCH_MS);
 }
 
 /* switch_locked, bounded by deadline (CLOCK_MONOTONIC ms). */
-static int switch_within(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline)
+static int switch_within(struct tp *t, const struct proto_switch *peer, int64_t deadline)
 {
 	int rc;
 
 	t->switching = 1;
-	rc = switch_steps(t, have_total, peer_total, deadline);
+	rc = switch_steps(t, peer, deadline);
 	t->switching = 0;
 	return rc;
 }
 
-static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64_t deadline)
+void tp_failover_due(struct tp *t)
 {
-	int rc = 0;
+	if (t->path_down && !t->switching && !tp_switched(t) && !t->err)
+		switch_within(t, NULL, clock_now_ms() + TP_SWITCH_MS);
+}
 
-	if (tp_switched(t))
-		return 0;
-	tp_progress(t);
-	if (!t->err && !t->peer_gone) {
-		struct proto_switch m = {.version = PROTO_VERSION, .flags = 0};
-		uint8_t b[PROTO_SWITCH_LEN];
-		size_t off = 0;
+/* Steps 1 to 4 of the exchange (doc/design.md, "Wire protocol"), or the
+ * failover's: the QP frozen, the counts exchanged, the peer's missing bytes
+ * written again. 0 or -errno. */
+static int exchange(struct tp *t, const struct proto_switch *peer, int64_t deadline)
+{
+	int rc = 0, fo = t->path_down || (peer && (peer->flags & PROTO_SWITCH_FAILOVER));
+	struct proto_switch got;
+	uint64_t kept, peer_total = 0;
 
+	if (!fo) {
 		/* 1. Everything we posted has landed in the peer's ring. */
 		rc = tp_await_posted(t, deadline);
 		/* The device refuses this process (creds_lost): what it posted
@@ -174,34 +180,49 @@ static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64
 		 * to our total (its step 4). */
 		if (rc == -EACCES)
 			rc = 0;
+		if (t->path_down && !t->err) { /* the path broke meanwhile */
+			fo = 1;
+			rc = 0;
+		}
 		if (t->err && !rc)
 			rc = t->err;
-		/* 2. Say where our RDMA bytes end; TCP carries what follows. */
-		m.rdma_bytes = t->peer.tail;
-		proto_switch_encode(&m, b, sizeof(b));
-		while (!rc && off < sizeof(b)) {
-			ssize_t w = rsock_real.send(t->tcp_fd, b + off, sizeof(b) - off, MSG_NOSIGNAL);
-			if (w > 0)
-				off += (size_t)w;
-			else if (errno != EINTR && errno != EAGAIN)
-				rc = -errno;
-			else
-				rsock_real.poll(NULL, 0, 1);
+	}
+	/* Failing over: nothing more arrives; what did is counted. */
+	if (!rc && fo)
+		tp_fo_freeze(t);
+	/* 2. Say where our RDMA bytes end, and (version 3) what we keep of
+	 * the peer's; TCP carries what follows. */
+	kept = t->rx.tail;
+	if (!rc)
+		rc = tp_fo_send_switch(t, fo, deadline);
+	/* 3. Hear where the peer's end. */
+	if (!rc && !peer) {
+		rc = read_switch(t, &got, deadline);
+		if (rc == 0) {
+			peer = &got;
+		} else if (rc == -EPIPE || rc == -ECONNRESET) {
+			/* The peer's socket is closed: everything it wrote
+			 * completed before (its close waits for that, or fails
+			 * over). Its reads are over: nothing to send again. */
+			t->peer_gone = 1;
+			tp_progress(t);
+			peer_total = t->rx.tail;
+			rc = 0;
 		}
-		if (!rc && t->fin_sent)
-			rsock_real.shutdown(t->tcp_fd, SHUT_WR); /* our FIN, now TCP's */
-		/* 3. Hear where the peer's end. */
-		if (!rc && !have_total) {
-			rc = read_switch(t, &peer_total, deadline);
-			if (rc == -EPIPE || rc == -ECONNRESET) {
-				/* The peer's socket is closed: everything it wrote
-				 * completed before (its close waits for that). */
-				t->peer_gone = 1;
-				tp_progress(t);
-				peer_total = t->rx.tail;
-				rc = 0;
-			}
-		}
+	}
+	if (!rc && peer && !fo && (peer->flags & PROTO_SWITCH_FAILOVER)) {
+		/* Our plain SWITCH crossed the peer's FAILOVER: keep what we
+		 * had when we sent ours, as it said. */
+		fo = 1;
+		tp_fo_freeze(t);
+		t->rx.tail = kept;
+	}
+	if (!rc && fo) {
+		if (peer)
+			rc = tp_fo_resend(t, peer->rx_bytes, deadline);
+	} else if (!rc) {
+		if (peer)
+			peer_total = peer->rdma_bytes;
 		/* 4. Everything the peer posted is in our ring. */
 		while (!rc && !tp_switch_rx_done(t->rx.tail, peer_total) && !t->err) {
 			if (tp_progress(t))
@@ -214,6 +235,24 @@ static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64
 		if (!rc && tp_switch_rx_done(t->rx.tail, peer_total) != 1)
 			rc = -EPROTO; /* more arrived than the peer says it sent */
 	}
+	if (!rc && t->fin_sent)
+		rsock_real.shutdown(t->tcp_fd, SHUT_WR); /* our FIN, now TCP's */
+	if (fo)
+		t->failed_over = 1;
+	return rc;
+}
+
+static int switch_steps(struct tp *t, const struct proto_switch *peer, int64_t deadline)
+{
+	int rc = 0;
+
+	if (tp_switched(t))
+		return 0;
+	tp_progress(t);
+	if (!t->err && !t->peer_gone)
+		rc = exchange(t, peer, deadline);
+	else if (t->path_down)
+		tp_fo_freeze(t); /* the peer is gone: keep what arrived */
 	if (!rc && tp_unread(t)) {
 		/* the spill's bytes, then the ring's, each possibly wrapped */
 		struct iovec v[4];
@@ -225,14 +264,21 @@ static int switch_steps(struct tp *t, int have_total, uint64_t peer_total, int64
 			ring_consume(&t->rx, (size_t)ring_used(&t->rx));
 		}
 	}
+	if (rc && t->failed_over) {
+		tp_fo_broken(t, rc);
+		return rc;
+	}
 	if (rc) {
 		log_warn("fd %d: the stream could not be moved to TCP (%s): it is shut down",
 			 t->tcp_fd, strerror(-rc));
 		rsock_real.shutdown(t->tcp_fd, SHUT_RDWR);
 	} else {
-		log_debug("fd %d: moved to TCP, %zu unread bytes first", t->tcp_fd,
-			  ho_pre_left(t->pre));
-		stats_handover();
+		log_debug("fd %d: moved to TCP%s, %zu unread bytes first", t->tcp_fd,
+			  t->failed_over ? " (failover)" : "", ho_pre_left(t->pre));
+		if (t->failed_over)
+			stats_failover();
+		else
+			stats_handover();
 	}
 	atomic_store_explicit(&t->sw, 1, memory_order_release);
 	atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
@@ -258,7 +304,7 @@ int tp_creds_lost(struct tp *t)
 		return 0;
 	log_debug("fd %d: the RDMA device refuses this process since it changed its credentials "
 		  "(setuid, setgid...): the stream moves to TCP", t->tcp_fd);
-	tp_switch_locked(t, 0, 0);
+	tp_switch_locked(t, NULL);
 	return 1;
 }
 
@@ -272,7 +318,7 @@ int tp_switch_for_children(struct tp *t, int forked, int64_t deadline, int *pfd)
 {
 	*pfd = -1;
 	if (!forked || !t->up || tp_switched(t) || t->err || t->peer_gone ||
-	    t->peer_version < PROTO_VERSION_SWITCH || switch_within(t, 0, 0, deadline))
+	    t->peer_version < PROTO_VERSION_SWITCH || switch_within(t, NULL, deadline))
 		return 0;
 	if ((*pfd = tp_prefix_fd(t)) >= 0)
 		t->pre = NULL; /* an orphan now, left open: doc/design.md, "Descriptors, fork, exec" */

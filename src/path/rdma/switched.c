@@ -74,7 +74,7 @@ int tp_handover(struct tp *t)
 	if (t->peer_version < PROTO_VERSION_SWITCH)
 		return -EPROTONOSUPPORT;
 	pthread_mutex_lock(&t->lock);
-	rc = tp_switch_locked(t, 0, 0);
+	rc = tp_switch_locked(t, NULL);
 	pthread_mutex_unlock(&t->lock);
 	return rc;
 }

@@ -117,14 +117,25 @@ struct tp {
 	uint32_t max_inline;
 
 	uint64_t msg_end[TP_MAX_DATA_MSGS + 1]; /* end positions of unacked data messages */
+	/* Their bytes, for a failover's resend: in the staging ring (copied and
+	 * inline messages, kept there until a signalled completion covers
+	 * them) or the application's buffer (a zero-copy span, held by its
+	 * send until its writes complete); valid while not landed. */
+	const uint8_t *msg_src[TP_MAX_DATA_MSGS + 1];
+	uint32_t msg_len[TP_MAX_DATA_MSGS + 1];
 	unsigned msg_head, msg_count;
+	uint64_t tx_landed;          /* peer.tail when the last completed signalled WR was
+	                                posted: every byte before it is in the peer's count */
 	unsigned sq_posted;          /* WRs posted since the last signalled one */
 	unsigned rq_owed;            /* receives consumed and not yet posted again */
+	unsigned rq_out;             /* receives posted and not yet completed (or flushed) */
 	unsigned sq_busy;            /* WRs not known complete */
 	uint64_t sq_seq;             /* WRs posted so far */
 	struct {
 		uint64_t seq;        /* sq_seq of a signalled WR */
 		uint64_t tx_tail;    /* staging released up to here when it completes */
+		uint64_t peer_tail;  /* peer.tail when posted: tx_landed once it completes */
+		int64_t ms;          /* when posted (clock_coarse_ms): a stuck device's witness */
 	} sig[TP_SQ_DEPTH];          /* signalled WRs in flight, in posting order */
 	unsigned sig_head, sig_count;
 	uint64_t rx_unacked;         /* consumed bytes not yet credited to the peer */
@@ -145,6 +156,9 @@ struct tp {
 	int rd_shut;                 /* shutdown(SHUT_RD): reads end once the ring is empty */
 	int zc_off;                  /* registering a send's buffer failed: copy from now */
 	int switching;               /* in switch_within: the control connection is TCP's next */
+	int path_down;               /* -errno: the RDMA path broke, a failover is due */
+	int fo_frozen;               /* failing over: the QP is in error, the ring's tail final */
+	int failed_over;             /* moved to TCP by a failover (its ring set is not kept) */
 
 	/* Readiness plumbing for poll and epoll (src/event/). */
 	_Atomic int armed;           /* a completion event is requested or pending */

@@ -197,7 +197,7 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 	if ((rc = tp_arm(t))) {
 		atomic_fetch_sub(&t->sleepers, 1);
 		if (rc != -EACCES || !tp_creds_lost(t))
-			tp_fail(t, -ECONNRESET, "arming the completion queue failed", 1);
+			tp_fail(t, -ECONNRESET, "arming the completion queue failed", TP_FAIL_PATH);
 		return 0;
 	}
 	/* A completion that arrived before the arming raises no event: look
@@ -207,6 +207,15 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 		atomic_fetch_sub(&t->sleepers, 1);
 		path_wait_note(&t->wait, clock_now_ns() - start, PATH_WAIT_SPUN);
 		return 1;
+	}
+	/* A sleeper with a signalled write outstanding wakes when it is
+	 * overdue (TP_STALL_MS): a device that neither completes nor fails it
+	 * must not leave the stream asleep for ever. */
+	if (t->sig_count) {
+		int64_t left = t->sig[t->sig_head].ms + TP_STALL_MS - clock_coarse_ms();
+		int sm = left > 0 ? (int)left + 10 : 10;
+		if (ms < 0 || sm < ms)
+			ms = sm;
 	}
 	p[0].fd = t->cc->fd;
 	p[0].events = POLLIN;
@@ -225,6 +234,11 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 	tp_wait_done(t);
 	if (!intr && p[1].revents)
 		tp_check_control(t);
+	if (prc == 0 && t->sig_count && !t->err && !tp_switched(t) && !tp_progress(t) && t->sig_count &&
+	    clock_coarse_ms() - t->sig[t->sig_head].ms > TP_STALL_MS) {
+		tp_fail(t, -ETIMEDOUT, "a write not completed within 3 s", TP_FAIL_PATH);
+		tp_failover_due(t);
+	}
 	return intr ? -EINTR : 0;
 }
 

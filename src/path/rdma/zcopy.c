@@ -79,7 +79,10 @@ void tp_zc_end(struct tp *t, struct zc_span *zc)
 	 * cut short (error, hand-over) waits for what it posted. */
 	if (!zc->seq)
 		zc->seq = t->sq_seq;
-	while (t->sq_seq - t->sq_busy < zc->seq && !t->err) {
+	/* A failover (run by tp_progress, here or in another thread while
+	 * this one sleeps) sends the span's bytes again from the buffer this
+	 * call still holds; then the span is done. */
+	while (t->sq_seq - t->sq_busy < zc->seq && !t->err && !tp_switched(t)) {
 		if (tp_progress(t))
 			continue;
 		/* nothing signalled covers the span's end: ask for it */
