@@ -148,7 +148,7 @@ suite() { # tap log, build dir, run-suite args... (ASan's settings for build-asa
 # unmodified programs (applications.bats, the slowest tests: tens of seconds
 # each), readiness and the testbed; the other the many shorter tests of the
 # negotiation, the data path, the processes and the injected faults
-# (negotiation, datapath, forkexec, inject), then the ASan+UBSan pass. Two halves at once took about 745 s
+# and the limits (negotiation, datapath, forkexec, inject, limits), then the ASan+UBSan pass. Two halves at once took about 745 s
 # where one after the other took about 1,375 s (measured on an earlier split
 # of the same tests, by file). (Two guests of two CPUs each
 # take two to three times as long a test: each guest's kernel waits on a CPU
@@ -165,12 +165,12 @@ rdma() {
 	local rc=0 lane2=
 	if [ $rdma_lane2 = 1 ]; then
 		{
-			suite rdma-2.tap build negotiation datapath forkexec inject; r=$?
+			suite rdma-2.tap build negotiation datapath forkexec inject limits; r=$?
 			if [ $quick = 0 ]; then suite rdma-asan.tap build-asan -f "$asan_filter" "${asan_files[@]}" || r=1; fi
 			exit $r
 		} &
 		lane2=$!
-		echo "(two guests at once: applications, readiness, the testbed and the packages; negotiation, datapath, forkexec and inject, then ASan+UBSan)"
+		echo "(two guests at once: applications, readiness, the testbed and the packages; negotiation, datapath, forkexec, inject and limits, then ASan+UBSan)"
 		suite rdma.tap build applications readiness testbed packages || rc=1
 		wait "$lane2" || rc=1
 		# then the pair of one-CPU guests on a wire (wire.bats), alone:

@@ -99,6 +99,19 @@ int ownfd_dup(int fd)
 	return d;
 }
 
+int ownfd_dup_high(int fd)
+{
+	int d = dup_high(fd);
+
+	if (d < 0) {
+		if (errno == EINVAL) /* OWNFD_BASE at or beyond RLIMIT_NOFILE */
+			errno = EMFILE;
+		return -1;
+	}
+	ownfd_mark(d);
+	return d;
+}
+
 int ownfd_move(int fd)
 {
 	int hi;

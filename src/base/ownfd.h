@@ -42,6 +42,11 @@ int ownfd_move(int fd);
  * lowest free one. Returns it, or -1 with errno set. */
 int ownfd_dup(int fd);
 
+/* ownfd_dup at a number >= OWNFD_BASE only, for a stream's own descriptors:
+ * a stream that would take one of the application's numbers stays on TCP.
+ * Returns it, or -1 with errno set (EMFILE: no number there). */
+int ownfd_dup_high(int fd);
+
 /* The library is about to close fd (or rdma-core is about to close it for
  * us): forget the mark. */
 void ownfd_forget(int fd);

@@ -72,6 +72,30 @@ static void test_credit_covers_several(void **state)
 	free(t);
 }
 
+/* A peer gone without FIN or RESET surely left bytes unread when more are
+ * uncredited than its credit thresholds let a reader that read everything
+ * keep: a quarter of its ring, or half the message allowance. */
+static void test_peer_left_unread(void **state)
+{
+	struct tp *t = tp_make();
+	int i;
+
+	(void)state;
+	assert_false(tp_peer_left_unread(t));
+	post(t, PEER_SIZE / 4 - 1); /* all of it may have been read */
+	assert_false(tp_peer_left_unread(t));
+	post(t, 1);
+	assert_true(tp_peer_left_unread(t));
+	assert_int_equal(tp_credit_take(t, PEER_SIZE / 4), 0);
+	assert_false(tp_peer_left_unread(t));
+	for (i = 0; i < TP_MAX_DATA_MSGS / 2 - 1; i++)
+		post(t, 1);
+	assert_false(tp_peer_left_unread(t));
+	post(t, 1); /* 32 small messages: one at least not fully read */
+	assert_true(tp_peer_left_unread(t));
+	free(t);
+}
+
 static void test_credit_never_sent(void **state)
 {
 	struct tp *t = tp_make();
@@ -324,6 +348,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_credit_covers_several),
+		cmocka_unit_test(test_peer_left_unread),
 		cmocka_unit_test(test_credit_never_sent),
 		cmocka_unit_test(test_allowance_wraps),
 		cmocka_unit_test(test_positions_past_32_bits),

@@ -97,6 +97,17 @@ static inline int tp_resend_iov(const struct tp *t, uint64_t rx, struct iovec *v
 	return at == t->peer.tail ? n : -EPROTO;
 }
 
+/* The peer's process ended without a FIN or RESET over RDMA (its kernel
+ * closed the control connection): whether its ring surely held unread bytes
+ * of ours, as a reader that read everything leaves fewer uncredited than a
+ * quarter of its ring and than half the message allowance (tp_credit_due).
+ * Its TCP socket would have sent a reset then. */
+static inline int tp_peer_left_unread(const struct tp *t)
+{
+	return t->peer.tail - t->peer.acked >= t->peer.size / 4 ||
+	       t->msg_count >= TP_MAX_DATA_MSGS / 2;
+}
+
 /* ---- the receiver: the peer's data messages it has not credited ---------- */
 
 /* A data message of v bytes landed in the receive ring: its end is kept

@@ -194,12 +194,12 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 				r = -ESHUTDOWN;
 			break;
 		}
-		if (t->peer_gone) {
-			r = -ESHUTDOWN; /* let the kernel socket answer */
+		if (t->err && t->err != -EPIPE) {
+			r = t->err; /* a reset, also of a peer gone (tp_check_control) */
 			break;
 		}
-		if (t->err) {
-			r = t->err == -EPIPE ? -ESHUTDOWN : t->err;
+		if (t->peer_gone || t->err) {
+			r = -ESHUTDOWN; /* let the kernel socket answer */
 			break;
 		}
 		/* A long span of one buffer goes out without the copy

@@ -64,8 +64,9 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	path_adapt_init(&t->wait);
 	atomic_init(&t->rcvlowat, 1);
 	/* Our own reference to the kernel socket: the application may close
-	 * any of its descriptors, the control connection stays ours. */
-	t->tcp_fd = ownfd_dup(tcp_fd);
+	 * any of its descriptors, the control connection stays ours. Never
+	 * one of the application's numbers ("Descriptors, fork, exec"). */
+	t->tcp_fd = ownfd_dup_high(tcp_fd);
 	if (t->tcp_fd < 0) {
 		rc = -errno;
 		goto fail;
@@ -181,10 +182,12 @@ int tp_create_cq(struct tp *t)
 		if ((t->cc = ibv_create_comp_channel(ctx))) {
 			fcntl(t->cc->fd, F_SETFL, fcntl(t->cc->fd, F_GETFL) | O_NONBLOCK);
 			t->cc->fd = ownfd_move(t->cc->fd);
+			if (t->cc->fd < OWNFD_BASE)
+				rc = -EMFILE; /* it would hold one of the application's numbers */
 		} else
 			rc = errno ? -errno : -ENOMEM;
 	}
-	if (t->cc && !t->cq &&
+	if (!rc && t->cc && !t->cq &&
 	    !(t->cq = ibv_create_cq(ctx, TP_SQ_DEPTH + TP_RQ_DEPTH, t, t->cc, 0)))
 		rc = errno ? -errno : -ENOMEM;
 	pthread_mutex_unlock(&t->lock);

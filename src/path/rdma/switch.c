@@ -38,6 +38,14 @@ void tp_check_control(struct tp *t)
 			atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		}
 		t->peer_gone = 1;
+		/* Gone with our bytes unread (killed, or exited with them): the
+		 * reset its kernel would send for a TCP socket, after what
+		 * arrived (doc/design.md, "Errors"); else the end of stream.
+		 * What it sent over RDMA (credits, FIN, RESET) is in the CQ by
+		 * now: taken first. */
+		if (!t->eof && !t->err && !t->switching && tp_peer_left_unread(t) &&
+		    (tp_progress(t), !t->eof && !t->err && tp_peer_left_unread(t)))
+			tp_fail(t, -ECONNRESET, "the peer ended with bytes unread", 0);
 		tp_waitq_wake(t);
 	} else if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		if (!t->err)

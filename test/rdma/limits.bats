@@ -1,0 +1,187 @@
+#!/usr/bin/env bats
+# A peer that dies or stops, and a process at its limits (locked memory,
+# queue pairs, descriptors): each scenario runs twice, over kernel TCP (the
+# same program, no preload) and over librsock, and what the application saw
+# must be the same (bytes by SHA-256, errno, EOF, "within a second").
+# The programs: test/rdma/limits.py, test/rdma/faultpair.py.
+# shellcheck disable=SC2046,SC2086 # commands and variables given as words
+
+load ../bats/helpers
+load rsock
+
+LP=
+
+setup() {
+	cd "$BATS_TEST_TMPDIR"
+	LP="python3 $BATS_TEST_DIRNAME/limits.py"
+	export PYTHONPATH=$BATS_TEST_DIRNAME
+}
+
+# same_outcome: tcp.txt and rdma.txt (what the program printed over each)
+# are equal; both shown as TAP comments.
+same_outcome() {
+	sed 's/^/# tcp:  /' tcp.txt >&3
+	diff -u tcp.txt rdma.txt >&2 || {
+		echo "librsock's outcome differs from kernel TCP's (above)" >&2
+		return 1
+	}
+	echo "# librsock: the same ($(wc -l <rdma.txt) lines)" >&3
+}
+
+# nobody KB: the words that run a command as the user nobody (root ignores
+# RLIMIT_MEMLOCK) with that much locked memory, from the test's directory
+# made writable.
+nobody() {
+	chmod 777 "$BATS_TEST_TMPDIR"
+	echo prlimit --memlock=$(($1 * 1024)) setpriv --reuid=nobody --regid=nogroup --clear-groups
+}
+
+# echo_srv: limits.py's echo server for any number of streams at B, as root
+# under librsock (log srv.log); its port in SRV_PORT.
+echo_srv() {
+	SRV_PORT=$(free_port)
+	start_bg srv env $(rsock_env srv) $LP srv "$ADDR_B" "$SRV_PORT"
+	wait_for_port "$SRV_PORT" 15 "$BG_PID"
+}
+
+# ---- a peer killed, a peer stopped ---------------------------------------------
+
+@test "limits: a peer killed with SIGKILL, sending or receiving, with bytes unread at either end: blocked read, write, poll and epoll_wait return within 1 s what kernel TCP's return" {
+	local cases="send/read sendrst/read sendrst/poll unread/read unreadrst/read recv/epoll norecv/write
+		norecv/poll" port
+	port=$(free_port)
+	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
+	port=$(free_port)
+	rdma_snapshot
+	bounded 90 env $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
+	same_outcome
+	[ "$(grep -c ' fast' rdma.txt)" -eq 6 ]
+	! grep -q slow rdma.txt
+	[ "$(stat_of cli.log rdma)" -eq 8 ]
+	stats_only_rdma cli.log
+	rdma_crossed 500
+}
+
+@test "limits: a peer stopped (SIGSTOP) for 3 s mid-stream, then continued: the echo goes on intact, no error, as over kernel TCP" {
+	local run port pre t0 t1 i n=20000000
+	rand_file data "$n"
+	for run in tcp rdma; do
+		port=$(free_port)
+		pre=
+		[ $run = rdma ] && pre="$(rsock_env "srv-$run")"
+		rm -f got back
+		start_bg "srv-$run" env $pre python3 "$BATS_TEST_DIRNAME/faultpair.py" srv "$ADDR_B" "$port" got echo
+		local srv=$BG_PID pid
+		wait_for_port "$port" 15 "$srv"
+		pid=$(pgrep -f -P "$srv" faultpair.py)
+		start_bg "cli-$run" env ${pre:+$(rsock_env "cli-$run")} python3 "$BATS_TEST_DIRNAME/faultpair.py" cli \
+			"$ADDR_B" "$port" data back
+		local cli=$BG_PID
+		for ((i = 0; i < 400; i++)); do # the server's first bytes
+			[ -s got ] && break
+			sleep 0.05
+		done
+		kill -STOP "$pid"
+		t0=$(stat -c %s got)
+		sleep 3
+		t1=$(stat -c %s got)
+		kill -CONT "$pid"
+		wait_bg "$cli" 60
+		wait_bg "$srv" 30
+		echo "# $run: the server stopped at $t0 bytes ($t1 3 s later)" >&3
+		[ "$t1" -lt "$n" ]
+		sed 's/ at [0-9.]*$//' "cli-$run.out" "srv-$run.out" >"$run.txt"
+		same_file data got "$run: client to server"
+		same_file data back "$run: server to client"
+	done
+	same_outcome
+	grep -qx "cli sent $n then ok" rdma.txt
+	stats_only_rdma cli-rdma.log
+	stats_only_rdma srv-rdma.log
+}
+
+# ---- locked memory, queue pairs -------------------------------------------------
+
+@test "limits: RLIMIT_MEMLOCK too small for a ring (a non-root user, 64 KiB): both ends stay on TCP, echo intact, 'resources' counted, nothing printed to the application" {
+	local run port n=3000000
+	rand_file data "$n"
+	for run in tcp rdma; do
+		local pre="" srvlog=/dev/null
+		[ $run = rdma ] && pre="RSOCK_STATS=1 LD_PRELOAD=$(rsock_preload_value)"
+		port=$(free_port)
+		rm -f got back
+		start_bg "srv-$run" $(nobody 64) env $pre \
+			python3 "$BATS_TEST_DIRNAME/faultpair.py" srv "$ADDR_B" "$port" got echo
+		local srv=$BG_PID
+		wait_for_port "$port" 15 "$srv"
+		bounded 60 $(nobody 64) env $pre python3 "$BATS_TEST_DIRNAME/faultpair.py" cli "$ADDR_B" "$port" data back \
+			>"cli-$run.out" 2>"cli-$run.err"
+		wait_bg "$srv" 30
+		sed 's/ at [0-9.]*$//' "cli-$run.out" "srv-$run.out" >"$run.txt"
+		same_file data got "$run: client to server"
+		same_file data back "$run: server to client"
+	done
+	same_outcome
+	# librsock's only words on stderr: the statistics RSOCK_STATS asked for
+	! grep -v 'info: stats: ' cli-rdma.err srv-rdma.err
+	stats_tcp cli-rdma.err resources
+	stats_tcp srv-rdma.err protocol # (the client's hello never came: inject.bats's reg_mr)
+}
+
+# many_streams K BYTES PREFIX...: limits.py's many (K streams at once, BYTES
+# echoed on each) to echo_srv's server, over kernel TCP (tcp.txt), then
+# under librsock (rdma.txt, its stderr in cli.log: a user nobody may not
+# open the test's files), each run by the words PREFIX.
+many_streams() {
+	local k=$1 n=$2
+	shift 2
+	echo_srv
+	bounded 60 "$@" $LP many "$ADDR_B" "$SRV_PORT" "$k" "$n" >tcp.txt
+	rdma_snapshot
+	bounded 60 "$@" env RSOCK_STATS=1 LD_PRELOAD="$(rsock_preload_value)" $LP many "$ADDR_B" "$SRV_PORT" \
+		"$k" "$n" >rdma.txt 2>cli.log
+	same_outcome
+}
+
+@test "limits: locked memory for 2 streams' rings only (a non-root user): of 6 streams at once the first 2 on RDMA, 4 on TCP counted 'resources', every echo intact" {
+	# A stream registers its two rings, 2 x 256 KiB: 1,200 KiB hold two.
+	many_streams 6 300000 $(nobody 1200)
+	grep -qx "6 streams echoed intact" rdma.txt
+	[ "$(stat_of cli.log rdma)" -eq 2 ]
+	[ "$(stat_of cli.log tcp)" -eq 4 ]
+	[ "$(stat_of cli.log resources)" -eq 4 ]
+	rdma_crossed 100
+}
+
+@test "limits: queue pairs exhausted (RSOCK_FAULT=create_qp:3+, the 3rd and later QP creations fail): of 5 streams at once the first 2 on RDMA, 3 on TCP counted 'resources', every echo intact" {
+	many_streams 5 300000 env RSOCK_FAULT=create_qp:3+
+	grep -qx "5 streams echoed intact" rdma.txt
+	[ "$(stat_of cli.log rdma)" -eq 2 ]
+	[ "$(stat_of cli.log tcp)" -eq 3 ]
+	[ "$(stat_of cli.log resources)" -eq 3 ]
+	rdma_crossed 100
+}
+
+# ---- descriptors -----------------------------------------------------------------
+
+@test "limits: RLIMIT_NOFILE 64 (below the library's descriptors at 512): socket() fails with EMFILE, the streams open keep working, new ones on TCP counted 'resources'" {
+	local t r
+	echo_srv
+	bounded 60 $LP fds "$ADDR_B" "$SRV_PORT" 64 100000 >tcp.txt
+	bounded 60 env $(rsock_env cli) $LP fds "$ADDR_B" "$SRV_PORT" 64 100000 >rdma.txt
+	sed 's/^/# tcp:  /' tcp.txt >&3
+	sed 's/^/# rdma: /' rdma.txt >&3
+	t=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' tcp.txt)
+	r=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' rdma.txt)
+	grep -qx "$t echoed intact" tcp.txt
+	grep -qx "$r echoed intact" rdma.txt
+	# A stream's own descriptors never take the application's numbers
+	# (tp_new); the ones rdma-core and librdmacm open once per process
+	# (each device's command and event descriptors, the rdma_cm file) do,
+	# wherever the kernel puts them: up to 8 fewer streams than over TCP.
+	[ "$r" -le "$t" ] && [ "$r" -ge $((t - 8)) ]
+	stats_line cli.log | sed 's/^.*stats: /# /' >&3
+	[ "$(stat_of cli.log rdma)" -eq 2 ]
+	[ "$(stat_of cli.log tcp)" -eq $((r - 2)) ]
+	[ "$(stat_of cli.log resources)" -ge 1 ]
+}
