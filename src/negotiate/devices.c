@@ -1,16 +1,23 @@
 /* devices.c - the verbs contexts this process has seen and which of them
- * it may use; the look for an iWARP device in sysfs. */
+ * it may use; from sysfs alone, whether an address's netdev has an RDMA
+ * device behind it, and the look for an iWARP device. */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
 #include <dirent.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <limits.h>
+#include <net/if_arp.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/ownfd.h"
 #include "base/proc.h"
 
@@ -71,6 +78,168 @@ int cm_dev_usable(struct ibv_context *ctx)
 	ok = cm_dev_mine(ctx) != NULL;
 	pthread_mutex_unlock(&cm_lock);
 	return ok;
+}
+
+int cm_dev_parent_has(const char *name)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&cm_lock);
+	for (struct cm_dev *d = cm_devs; d && !found; d = d->next)
+		found = d->pid != rsock_pid() && !strcmp(ibv_get_device_name(d->ctx->device), name);
+	pthread_mutex_unlock(&cm_lock);
+	return found;
+}
+
+/* A path of at most PATH_MAX bytes into b: 0, or -1 when it does not fit
+ * (nothing in sysfs is that long: treated as absent). */
+static int __attribute__((format(printf, 2, 3))) pathf(char *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(b, PATH_MAX, fmt, ap);
+	va_end(ap);
+	return n < 0 || n >= PATH_MAX ? (b[0] = '\0', -1) : 0;
+}
+
+/* The first line of the file at path (sysfs), without its newline: its
+ * length, or -1. */
+static int read_line(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return (int)strlen(buf);
+}
+
+#define NETDEV_MAX 8 /* a netdev and the ones below it (vlan, bond, macvlan) */
+#define NETDEV_NAME 64
+
+/* ifname and the netdevs below it (sysfs lower_* links), at most
+ * NETDEV_MAX, into names: the count, or -1 when ifname is not in this
+ * sysfs (another network namespace's) or one of them is IPoIB. */
+static int netdevs_below(const char *sys, const char *ifname, char names[][NETDEV_NAME])
+{
+	char path[PATH_MAX], type[16];
+	int n = 1;
+
+	snprintf(names[0], NETDEV_NAME, "%s", ifname);
+	for (int i = 0; i < n; i++) {
+		DIR *d;
+		struct dirent *e;
+		pathf(path, "%s/class/net/%s/type", sys, names[i]);
+		if (read_line(path, type, sizeof(type)) <= 0 || atoi(type) == ARPHRD_INFINIBAND)
+			return -1; /* IPoIB: its port lists no netdev; rdma_cm decides */
+		pathf(path, "%s/class/net/%s", sys, names[i]);
+		if (!(d = opendir(path)))
+			return -1;
+		while ((e = readdir(d)) && n < NETDEV_MAX)
+			if (!strncmp(e->d_name, "lower_", 6))
+				snprintf(names[n++], NETDEV_NAME, "%s", e->d_name + 6);
+		closedir(d);
+	}
+	return n;
+}
+
+/* Whether port dir `port` (sysfs) of an RDMA device sits on one of the n
+ * netdevs: 1, 0, or -1 when it cannot be told (an Ethernet port whose
+ * default GID names no netdev). A RoCE or iWARP port's default GID (index
+ * 0) belongs to the netdev the port is on; its upper devices' addresses are
+ * further GIDs of the same port. An InfiniBand port carries IP only through
+ * IPoIB netdevs, which netdevs_below() leaves to rdma_cm. */
+static int port_on(const char *port, char names[][NETDEV_NAME], int n)
+{
+	char path[PATH_MAX], nd[NETDEV_NAME];
+
+	pathf(path, "%s/gid_attrs/ndevs/0", port);
+	if (read_line(path, nd, sizeof(nd)) <= 0) {
+		pathf(path, "%s/link_layer", port);
+		return read_line(path, nd, sizeof(nd)) > 0 && !strcmp(nd, "InfiniBand") ? 0 : -1;
+	}
+	for (int i = 0; i < n; i++)
+		if (!strcmp(nd, names[i]))
+			return 1;
+	return 0;
+}
+
+int cm_dev_of_netdev(const char *sys, const char *ifname, char *dev, size_t len)
+{
+	char names[NETDEV_MAX][NETDEV_NAME], path[PATH_MAX], type[16];
+	int n = netdevs_below(sys, ifname, names), unsure = 0, found = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (n < 0)
+		return CM_LOCAL_UNSURE;
+	pathf(path, "%s/class/infiniband", sys);
+	if (!(d = opendir(path)))
+		return CM_LOCAL_NONE; /* no RDMA device in this host (or namespace) */
+	while (!found && (e = readdir(d))) {
+		struct dirent *pe;
+		DIR *pd;
+		if (e->d_name[0] == '.')
+			continue;
+		pathf(path, "%s/class/infiniband/%s/ports", sys, e->d_name);
+		if (!(pd = opendir(path))) {
+			unsure = 1;
+			continue;
+		}
+		while (!found && (pe = readdir(pd))) {
+			char port[PATH_MAX];
+			int on;
+			if (pe->d_name[0] == '.')
+				continue;
+			pathf(port, "%s/%s", path, pe->d_name);
+			if ((on = port_on(port, names, n)) < 0)
+				unsure = 1;
+			found = on > 0;
+		}
+		closedir(pd);
+		if (found) {
+			snprintf(dev, len, "%s", e->d_name);
+			pathf(path, "%s/class/infiniband/%s/node_type", sys, e->d_name);
+			if (read_line(path, type, sizeof(type)) <= 0 || atoi(type) != IBV_NODE_CA) {
+				/* iWARP: its rdma_cm connect is a TCP connection to
+				 * the peer's port, which a plain listener accepts */
+				closedir(d);
+				return CM_LOCAL_NONE;
+			}
+		}
+	}
+	closedir(d);
+	return found ? CM_LOCAL_RDMA : unsure ? CM_LOCAL_UNSURE : CM_LOCAL_NONE;
+}
+
+int cm_dev_local(const struct sockaddr *src, char *dev, size_t len)
+{
+	struct ifaddrs *ifs, *i;
+	uint8_t want[16], have[16];
+	int rc = CM_LOCAL_UNSURE;
+
+	if (getifaddrs(&ifs))
+		return CM_LOCAL_UNSURE;
+	sa_addr16(src, want);
+	for (i = ifs; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != src->sa_family)
+			continue;
+		sa_addr16(i->ifa_addr, have);
+		if (!memcmp(want, have, 16))
+			break;
+	}
+	if (i)
+		rc = cm_dev_of_netdev("/sys", i->ifa_name, dev, len);
+	freeifaddrs(ifs);
+	return rc;
 }
 
 int cm_iwarp_device(const char *class_dir, char *name, size_t len)
