@@ -6,8 +6,8 @@
 #endif
 #include <dirent.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <limits.h>
+#include <net/if.h>
 #include <net/if_arp.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "base/ownfd.h"
+#include "base/real.h"
 #include "base/proc.h"
 
 #include "negotiate/internal.h"
@@ -220,26 +222,67 @@ int cm_dev_of_netdev(const char *sys, const char *ifname, char *dev, size_t len)
 	return found ? CM_LOCAL_RDMA : unsure ? CM_LOCAL_UNSURE : CM_LOCAL_NONE;
 }
 
+/* The name of the netdev that holds IPv4 address a (SIOCGIFCONF: one call,
+ * where getifaddrs() dumps every link's statistics): 0, or -1 (not among
+ * the first 64 addresses: rdma_cm decides then). An alias
+ * label ("eth0:1") names its netdev. */
+static int ifname_v4(const struct sockaddr *a, char *name, size_t len)
+{
+	struct ifreq r[64];
+	struct ifconf ic = {.ifc_len = sizeof(r), .ifc_req = r};
+	int s = rsock_real.socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = -1;
+
+	if (s < 0)
+		return -1;
+	if (ioctl(s, SIOCGIFCONF, &ic) == 0)
+		for (size_t i = 0; rc && i < (size_t)ic.ifc_len / sizeof(r[0]); i++)
+			if (!memcmp(&((struct sockaddr_in *)&r[i].ifr_addr)->sin_addr,
+				    &((const struct sockaddr_in *)a)->sin_addr, 4)) {
+				r[i].ifr_name[IFNAMSIZ - 1] = '\0';
+				r[i].ifr_name[strcspn(r[i].ifr_name, ":")] = '\0';
+				snprintf(name, len, "%s", r[i].ifr_name);
+				rc = 0;
+			}
+	rsock_real.close(s);
+	return rc;
+}
+
+/* The same for an IPv6 address, from /proc/net/if_inet6 ("<32 hex digits>
+ * <index> <prefix> <scope> <flags> <name>" a line): 0 or -1. */
+static int ifname_v6(const struct sockaddr *a, char *name, size_t len)
+{
+	const uint8_t *want = ((const struct sockaddr_in6 *)a)->sin6_addr.s6_addr;
+	char buf[16384], *line, *save = NULL, hex[33]; /* some 300 addresses */
+	int fd = open("/proc/net/if_inet6", O_RDONLY | O_CLOEXEC | O_NOCTTY), rc = -1;
+	size_t n = 0;
+	ssize_t r;
+
+	if (fd < 0)
+		return -1;
+	while (n < sizeof(buf) - 1 && (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0)
+		n += (size_t)r;
+	close(fd);
+	buf[n] = '\0';
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", want[i]);
+	for (line = strtok_r(buf, "\n", &save); rc && line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' ');
+		if (!strncmp(line, hex, 32) && sp && sp[1]) {
+			snprintf(name, len, "%s", sp + 1);
+			rc = 0;
+		}
+	}
+	return rc;
+}
+
 int cm_dev_local(const struct sockaddr *src, char *dev, size_t len)
 {
-	struct ifaddrs *ifs, *i;
-	uint8_t want[16], have[16];
-	int rc = CM_LOCAL_UNSURE;
+	char ifname[IFNAMSIZ + 1];
 
-	if (getifaddrs(&ifs))
+	if ((src->sa_family == AF_INET ? ifname_v4(src, ifname, sizeof(ifname))
+				       : ifname_v6(src, ifname, sizeof(ifname))) < 0)
 		return CM_LOCAL_UNSURE;
-	sa_addr16(src, want);
-	for (i = ifs; i; i = i->ifa_next) {
-		if (!i->ifa_addr || i->ifa_addr->sa_family != src->sa_family)
-			continue;
-		sa_addr16(i->ifa_addr, have);
-		if (!memcmp(want, have, 16))
-			break;
-	}
-	if (i)
-		rc = cm_dev_of_netdev("/sys", i->ifa_name, dev, len);
-	freeifaddrs(ifs);
-	return rc;
+	return cm_dev_of_netdev("/sys", ifname, dev, len);
 }
 
 int cm_iwarp_device(const char *class_dir, char *name, size_t len)
