@@ -101,7 +101,7 @@ static int client_device(struct cm_client *c, const struct sockaddr_storage *at,
 /* The local check, before any probe: the route's source address towards
  * c->peer (c->local, port 0) has an InfiniBand or RoCE device this process
  * may use. Decided from the routing table and sysfs (cm_dev_local) in
- * microseconds, no device opened; only where sysfs cannot tell does
+ * some 40 system calls, no device opened; only where sysfs cannot tell does
  * librdmacm decide (client_device, c->id then bound). 0, or -EOPNOTSUPP
  * with *why. */
 static int client_local(struct cm_client *c, enum rsock_fallback_reason *why)
