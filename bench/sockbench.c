@@ -23,6 +23,12 @@
  *                                                came back: prints "p50_us conns/s
  *                                                p50_connect_us" (the last: from
  *                                                socket() until connect() returned)
+ *   sockbench first ADDR PORT SRC 16 1           one connection, as a command-line tool
+ *                                                makes it (SRC "-": no bind): socket,
+ *                                                connect, 16 B out and 16 B back, close:
+ *                                                prints "total_us connect_us exchange_us
+ *                                                close_us" (bench/firstconn.sh runs it
+ *                                                in fresh processes)
  *   sockbench hold ADDR PORT SRC 1 COUNT         hold COUNT connections open at once:
  *                                                prints "rss_kb_per_conn registered_per_conn"
  *                                                (registered memory from librsock's
@@ -30,7 +36,7 @@
  *
  * The first 16 bytes the client sends on a connection say what to do: "P" +
  * size (ping-pong), "S" + size + total (stream), "C" (answer one byte and
- * close), "H" (answer one byte, keep the connection until the client closes
+ * close), "E" (send the 16 bytes back and close), "H" (answer one byte, keep the connection until the client closes
  * it). Only the standard socket API is used (and dlsym for the counters). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -194,6 +200,11 @@ static void serve(const char *ip, int port, long conns)
 			close(j->fd);
 			free(j);
 			break;
+		case 'E':
+			full(j->fd, j->hdr, sizeof(j->hdr), 0);
+			close(j->fd);
+			free(j);
+			break;
 		case 'H':
 			full(j->fd, "h", 1, 0);
 			held[nheld++] = j->fd;
@@ -218,10 +229,12 @@ static void serve(const char *ip, int port, long conns)
 
 static int dial(const char *ip, int port, const char *src)
 {
-	struct sockaddr_in a = addr(ip, port), s = addr(src, 0);
+	struct sockaddr_in a = addr(ip, port), s = {0};
 	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
 
-	if (bind(fd, (struct sockaddr *)&s, sizeof(s)) ||
+	if (strcmp(src, "-"))
+		s = addr(src, 0);
+	if ((strcmp(src, "-") && bind(fd, (struct sockaddr *)&s, sizeof(s))) ||
 	    connect(fd, (struct sockaddr *)&a, sizeof(a)))
 		die("connect");
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -265,6 +278,19 @@ int main(int argc, char **argv)
 		qsort(lat, n, sizeof(double), cmp);
 		qsort(con, n, sizeof(double), cmp);
 		printf("%.1f %.1f %.1f\n", lat[n / 2], n / (total / 1e6), con[n / 2]);
+		return 0;
+	}
+	if (!strcmp(argv[1], "first")) {
+		double t0 = now_us(), t1, t2, t3;
+		int fd = dial(ip, port, src);
+		t1 = now_us();
+		hdr[0] = 16 << 8 | 'E';
+		full(fd, hdr, sizeof(hdr), 0);
+		full(fd, hdr, sizeof(hdr), 1);
+		t2 = now_us();
+		close(fd);
+		t3 = now_us();
+		printf("%.0f %.0f %.0f %.0f\n", t3 - t0, t1 - t0, t2 - t1, t3 - t2);
 		return 0;
 	}
 	if (!strcmp(argv[1], "hold")) {

@@ -21,10 +21,9 @@
 
 #include "negotiate/internal.h"
 
-/* The stream's rings and CQ: 0 or -errno (a RSOCK_FB_RESOURCES). Made while the
- * probe's request makes its round trip (cm_probe()); the QP follows while the
- * hello makes its own (cm_client_qp). Both are wasted only on the first
- * connect to a plain peer, which the negative cache then remembers. */
+/* The stream's rings and CQ: 0 or -errno (a RSOCK_FB_RESOURCES). Made once
+ * the beacon answered, so a plain peer costs none; the QP follows while the
+ * hello makes its round trip (cm_client_qp). */
 int cm_client_prepare(struct cm_client *c, const struct cm_bufs *bufs)
 {
 	if (!c->tp) {
@@ -70,19 +69,18 @@ void cm_client_abandon(struct cm_client *c)
 	cm_client_free(c);
 }
 
-/* The local check: the route's source address towards c->peer has an
- * InfiniBand or RoCE device this process may use; c->id is bound there.
- * 0, or -EOPNOTSUPP with *why. */
-static int client_local(struct cm_client *c, enum rsock_fallback_reason *why)
+/* The verbs device behind the route's source address at: c->ch and c->id,
+ * bound there, which opens the device in librdmacm (its providers loaded
+ * at the first). 0, or -EOPNOTSUPP with *why. */
+static int client_device(struct cm_client *c, const struct sockaddr_storage *at,
+			 enum rsock_fallback_reason *why)
 {
-	if (sa_route_source((struct sockaddr *)&c->peer, &c->local))
-		return -EOPNOTSUPP;
+	*why = RSOCK_FB_NO_DEVICE;
 	if (!(c->ch = cm_channel_new()) || rdma_create_id(c->ch, &c->id, NULL, RDMA_PS_TCP)) {
 		c->id = NULL;
 		return -EOPNOTSUPP;
 	}
-	sa_set_port((struct sockaddr *)&c->local, 0);
-	if (rdma_bind_addr(c->id, (struct sockaddr *)&c->local) || !c->id->verbs)
+	if (rdma_bind_addr(c->id, (struct sockaddr *)at) || !c->id->verbs)
 		return -EOPNOTSUPP;
 	/* The probe is an rdma_cm connect, which on an iWARP device is a TCP
 	 * connection to the peer's port: a plain listener there would accept
@@ -98,6 +96,34 @@ static int client_local(struct cm_client *c, enum rsock_fallback_reason *why)
 		return -EOPNOTSUPP;
 	}
 	return 0;
+}
+
+/* The local check, before any probe: the route's source address towards
+ * c->peer (c->local, port 0) has an InfiniBand or RoCE device this process
+ * may use. Decided from the routing table and sysfs (cm_dev_local) in
+ * some 40 system calls, no device opened; only where sysfs cannot tell does
+ * librdmacm decide (client_device, c->id then bound). 0, or -EOPNOTSUPP
+ * with *why. */
+static int client_local(struct cm_client *c, enum rsock_fallback_reason *why)
+{
+	char dev[64];
+
+	if (sa_route_source((struct sockaddr *)&c->peer, &c->local))
+		return -EOPNOTSUPP;
+	sa_set_port((struct sockaddr *)&c->local, 0);
+	switch (cm_dev_local((struct sockaddr *)&c->local, dev, sizeof(dev))) {
+	case CM_LOCAL_NONE:
+		log_debug("connect: no InfiniBand or RoCE device behind the route's netdev: TCP");
+		return -EOPNOTSUPP;
+	case CM_LOCAL_RDMA:
+		if (!cm_dev_parent_has(dev))
+			return 0;
+		log_debug("connect: the RDMA device %s was opened by a parent process: TCP", dev);
+		*why = RSOCK_FB_NOT_IMPLEMENTED;
+		return -EOPNOTSUPP;
+	default:
+		return client_device(c, &c->local, why);
+	}
 }
 
 /* Learn our port before the SYN: bind the TCP socket fd (if unbound), at
@@ -178,7 +204,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		goto plain;
 	client_tuple(c, &bound);
 	c->fd = fd;
-	rc = cm_probe(c, sa_port((struct sockaddr *)&bound), bufs);
+	rc = cm_probe(c, sa_port((struct sockaddr *)&bound));
 	if (rc != 1) {
 		log_debug("probe of port %u: %s (%d)", sa_port(addr), rc == 0 ? "plain peer" : "failed", rc);
 		if (rc == 0 || rc == -ETIMEDOUT)
@@ -188,6 +214,9 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 						    : RSOCK_FB_NO_DEVICE;
 		goto plain;
 	}
+	/* A librsock peer: now the device (if sysfs decided), rings and CQ */
+	if (!c->id && client_device(c, &c->src, why))
+		goto plain;
 	if (cm_client_prepare(c, bufs)) {
 		*why = RSOCK_FB_RESOURCES;
 		goto plain;

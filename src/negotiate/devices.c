@@ -1,17 +1,26 @@
 /* devices.c - the verbs contexts this process has seen and which of them
- * it may use; the look for an iWARP device in sysfs. */
+ * it may use; from sysfs alone, whether an address's netdev has an RDMA
+ * device behind it, and the look for an iWARP device. */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <net/if.h>
+#include <net/if_arp.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/ownfd.h"
+#include "base/real.h"
 #include "base/proc.h"
 
 #include "negotiate/internal.h"
@@ -71,6 +80,209 @@ int cm_dev_usable(struct ibv_context *ctx)
 	ok = cm_dev_mine(ctx) != NULL;
 	pthread_mutex_unlock(&cm_lock);
 	return ok;
+}
+
+int cm_dev_parent_has(const char *name)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&cm_lock);
+	for (struct cm_dev *d = cm_devs; d && !found; d = d->next)
+		found = d->pid != rsock_pid() && !strcmp(ibv_get_device_name(d->ctx->device), name);
+	pthread_mutex_unlock(&cm_lock);
+	return found;
+}
+
+/* A path of at most PATH_MAX bytes into b: 0, or -1 when it does not fit
+ * (nothing in sysfs is that long: treated as absent). */
+static int __attribute__((format(printf, 2, 3))) pathf(char *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(b, PATH_MAX, fmt, ap);
+	va_end(ap);
+	return n < 0 || n >= PATH_MAX ? (b[0] = '\0', -1) : 0;
+}
+
+/* The first line of the file at path (sysfs), without its newline: its
+ * length, or -1. */
+static int read_line(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+	return (int)strlen(buf);
+}
+
+#define NETDEV_MAX 8 /* a netdev and the ones below it (vlan, bond, macvlan) */
+#define NETDEV_NAME 64
+
+/* ifname and the netdevs below it (sysfs lower_* links), at most
+ * NETDEV_MAX, into names: the count, or -1 when ifname is not in this
+ * sysfs (another network namespace's) or one of them is IPoIB. */
+static int netdevs_below(const char *sys, const char *ifname, char names[][NETDEV_NAME])
+{
+	char path[PATH_MAX], type[16];
+	int n = 1;
+
+	snprintf(names[0], NETDEV_NAME, "%s", ifname);
+	for (int i = 0; i < n; i++) {
+		DIR *d;
+		struct dirent *e;
+		pathf(path, "%s/class/net/%s/type", sys, names[i]);
+		if (read_line(path, type, sizeof(type)) <= 0 || atoi(type) == ARPHRD_INFINIBAND)
+			return -1; /* IPoIB: its port lists no netdev; rdma_cm decides */
+		pathf(path, "%s/class/net/%s", sys, names[i]);
+		if (!(d = opendir(path)))
+			return -1;
+		while ((e = readdir(d)) && n < NETDEV_MAX)
+			if (!strncmp(e->d_name, "lower_", 6))
+				snprintf(names[n++], NETDEV_NAME, "%s", e->d_name + 6);
+		closedir(d);
+	}
+	return n;
+}
+
+/* Whether port dir `port` (sysfs) of an RDMA device sits on one of the n
+ * netdevs: 1, 0, or -1 when it cannot be told (an Ethernet port whose
+ * default GID names no netdev). A RoCE or iWARP port's default GID (index
+ * 0) belongs to the netdev the port is on; its upper devices' addresses are
+ * further GIDs of the same port. An InfiniBand port carries IP only through
+ * IPoIB netdevs, which netdevs_below() leaves to rdma_cm. */
+static int port_on(const char *port, char names[][NETDEV_NAME], int n)
+{
+	char path[PATH_MAX], nd[NETDEV_NAME];
+
+	pathf(path, "%s/gid_attrs/ndevs/0", port);
+	if (read_line(path, nd, sizeof(nd)) <= 0) {
+		pathf(path, "%s/link_layer", port);
+		return read_line(path, nd, sizeof(nd)) > 0 && !strcmp(nd, "InfiniBand") ? 0 : -1;
+	}
+	for (int i = 0; i < n; i++)
+		if (!strcmp(nd, names[i]))
+			return 1;
+	return 0;
+}
+
+int cm_dev_of_netdev(const char *sys, const char *ifname, char *dev, size_t len)
+{
+	char names[NETDEV_MAX][NETDEV_NAME], path[PATH_MAX], type[16];
+	int n = netdevs_below(sys, ifname, names), unsure = 0, found = 0;
+	struct dirent *e;
+	DIR *d;
+
+	if (n < 0)
+		return CM_LOCAL_UNSURE;
+	pathf(path, "%s/class/infiniband", sys);
+	if (!(d = opendir(path)))
+		return CM_LOCAL_NONE; /* no RDMA device in this host (or namespace) */
+	while (!found && (e = readdir(d))) {
+		struct dirent *pe;
+		DIR *pd;
+		if (e->d_name[0] == '.')
+			continue;
+		pathf(path, "%s/class/infiniband/%s/ports", sys, e->d_name);
+		if (!(pd = opendir(path))) {
+			unsure = 1;
+			continue;
+		}
+		while (!found && (pe = readdir(pd))) {
+			char port[PATH_MAX];
+			int on;
+			if (pe->d_name[0] == '.')
+				continue;
+			pathf(port, "%s/%s", path, pe->d_name);
+			if ((on = port_on(port, names, n)) < 0)
+				unsure = 1;
+			found = on > 0;
+		}
+		closedir(pd);
+		if (found) {
+			snprintf(dev, len, "%s", e->d_name);
+			pathf(path, "%s/class/infiniband/%s/node_type", sys, e->d_name);
+			if (read_line(path, type, sizeof(type)) <= 0 || atoi(type) != IBV_NODE_CA) {
+				/* iWARP: its rdma_cm connect is a TCP connection to
+				 * the peer's port, which a plain listener accepts */
+				closedir(d);
+				return CM_LOCAL_NONE;
+			}
+		}
+	}
+	closedir(d);
+	return found ? CM_LOCAL_RDMA : unsure ? CM_LOCAL_UNSURE : CM_LOCAL_NONE;
+}
+
+/* The name of the netdev that holds IPv4 address a (SIOCGIFCONF: one call,
+ * where getifaddrs() dumps every link's statistics): 0, or -1 (not among
+ * the first 64 addresses: rdma_cm decides then). An alias
+ * label ("eth0:1") names its netdev. */
+static int ifname_v4(const struct sockaddr *a, char *name, size_t len)
+{
+	struct ifreq r[64];
+	struct ifconf ic = {.ifc_len = sizeof(r), .ifc_req = r};
+	int s = rsock_real.socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = -1;
+
+	if (s < 0)
+		return -1;
+	if (ioctl(s, SIOCGIFCONF, &ic) == 0)
+		for (size_t i = 0; rc && i < (size_t)ic.ifc_len / sizeof(r[0]); i++)
+			if (!memcmp(&((struct sockaddr_in *)&r[i].ifr_addr)->sin_addr,
+				    &((const struct sockaddr_in *)a)->sin_addr, 4)) {
+				r[i].ifr_name[IFNAMSIZ - 1] = '\0';
+				r[i].ifr_name[strcspn(r[i].ifr_name, ":")] = '\0';
+				snprintf(name, len, "%s", r[i].ifr_name);
+				rc = 0;
+			}
+	rsock_real.close(s);
+	return rc;
+}
+
+/* The same for an IPv6 address, from /proc/net/if_inet6 ("<32 hex digits>
+ * <index> <prefix> <scope> <flags> <name>" a line): 0 or -1. */
+static int ifname_v6(const struct sockaddr *a, char *name, size_t len)
+{
+	const uint8_t *want = ((const struct sockaddr_in6 *)a)->sin6_addr.s6_addr;
+	char buf[16384], *line, *save = NULL, hex[33]; /* some 300 addresses */
+	int fd = open("/proc/net/if_inet6", O_RDONLY | O_CLOEXEC | O_NOCTTY), rc = -1;
+	size_t n = 0;
+	ssize_t r;
+
+	if (fd < 0)
+		return -1;
+	while (n < sizeof(buf) - 1 && (r = read(fd, buf + n, sizeof(buf) - 1 - n)) > 0)
+		n += (size_t)r;
+	close(fd);
+	buf[n] = '\0';
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02x", want[i]);
+	for (line = strtok_r(buf, "\n", &save); rc && line; line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strrchr(line, ' ');
+		if (!strncmp(line, hex, 32) && sp && sp[1]) {
+			snprintf(name, len, "%s", sp + 1);
+			rc = 0;
+		}
+	}
+	return rc;
+}
+
+int cm_dev_local(const struct sockaddr *src, char *dev, size_t len)
+{
+	char ifname[IFNAMSIZ + 1];
+
+	if ((src->sa_family == AF_INET ? ifname_v4(src, ifname, sizeof(ifname))
+				       : ifname_v6(src, ifname, sizeof(ifname))) < 0)
+		return CM_LOCAL_UNSURE;
+	return cm_dev_of_netdev("/sys", ifname, dev, len);
 }
 
 int cm_iwarp_device(const char *class_dir, char *name, size_t len)

@@ -75,15 +75,37 @@ struct cm_dev;
 struct cm_dev *cm_dev_mine(struct ibv_context *ctx);
 /* cm_dev_mine() for a caller that does not hold cm_lock: 1 or 0. */
 int cm_dev_usable(struct ibv_context *ctx);
+/* Whether a parent process opened the device called name (this process
+ * cannot use it then): 1 or 0. Takes cm_lock. */
+int cm_dev_parent_has(const char *name);
+/* What an address's netdev has behind it, from sysfs alone (no device
+ * opened): CM_LOCAL_NONE (no RDMA device, or only an iWARP one), _RDMA (an
+ * InfiniBand or RoCE device, its name in dev), _UNSURE (rdma_cm must say:
+ * IPoIB, a netdev sysfs does not show, a port that names no netdev). */
+enum { CM_LOCAL_NONE = 0, CM_LOCAL_RDMA, CM_LOCAL_UNSURE };
+int cm_dev_local(const struct sockaddr *src, char *dev, size_t len);
+/* cm_dev_local() for the netdev ifname, under the sysfs root sys. */
+int cm_dev_of_netdev(const char *sys, const char *ifname, char *dev, size_t len);
 
 /* ---- the negative cache (negcache.c) ---- */
 /* 1 when peer (address, port) is cached as no librsock, else 0. Takes
  * cm_lock. */
 int cm_neg_lookup(const struct sockaddr *peer);
 /* Cache peer for cm_settings.neg_cache_s seconds (the oldest of
- * NEG_SLOTS entries goes). Takes cm_lock. */
+ * NEG_SLOTS entries goes), here and in the shared file. Takes cm_lock. */
 void cm_neg_insert(const struct sockaddr *peer);
 #define NEG_SLOTS 64
+#define NEG_FILE_SLOTS 256
+/* Share the cache through the file at path (made 0600 if need be; NULL:
+ * share nothing) instead of the default, /dev/shm/librsock-negcache.
+ * LAYOUT.UID.NETNS, opened at the first look-up. 0, or -errno when the
+ * file cannot be used (another owner's, others may write it, not a
+ * regular file): this process's slots alone serve then. Caller holds
+ * cm_lock (or is alone, as a unit test). */
+int cm_neg_share(const char *path);
+/* The network namespace's inode number (0 if unknown): ports and addresses
+ * are per namespace, the shared memory directory need not be. */
+unsigned long long cm_netns_id(void);
 
 /* ---- the shared tuple table (tuples.c) ---- */
 #define TUPLE_SLOTS 1024
@@ -193,10 +215,10 @@ struct cm_client {
 	enum rsock_fallback_reason qp_why; /* our QP could not be made, else 0 */
 };
 
-/* Ask the peer's beacon whether librsock serves the port: 1, 0 (a plain
- * peer), or -errno (-EAGAIN: the peer's CM kept refusing for want of
- * resources). */
-int cm_probe(struct cm_client *c, uint16_t cport, const struct cm_bufs *bufs);
+/* Ask the peer's beacon whether librsock serves the port, from c->local
+ * to c->peer (ucm.h: no device opened): 1, 0 (a plain peer), or -errno
+ * (-EAGAIN: the peer's CM kept refusing for want of resources). */
+int cm_probe(struct cm_client *c, uint16_t cport);
 /* The stream's rings and CQ: 0, or a fallback reason. */
 int cm_client_prepare(struct cm_client *c, const struct cm_bufs *bufs);
 /* The stream's own QP: 0, or a fallback reason. */

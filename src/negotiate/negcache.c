@@ -1,18 +1,28 @@
 /* negcache.c - the negative cache: peers whose probe found no librsock
  * (a plain peer, or none answered in time) stay on TCP for
- * RSOCK_NEG_CACHE_S without a new probe. */
+ * RSOCK_NEG_CACHE_S without a new probe. Two levels: this process's
+ * slots, and a file shared by the processes of this user in this network
+ * namespace, read and written with pread/pwrite (never mapped: a file
+ * another process truncates cannot fault us), every entry checked on
+ * read (doc/design.md, "Choosing a path"). */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/config.h"
+#include "base/ownfd.h"
+#include "base/real.h"
 
 #include "negotiate/internal.h"
 
-#define NEG_SLOTS 64
 static struct {
 	uint8_t addr[16];
 	uint16_t family, port;
@@ -20,30 +30,163 @@ static struct {
 } neg[NEG_SLOTS];
 static unsigned neg_next;
 
+/* The shared file: NEG_FILE_SLOTS entries of 32 bytes, no header (the
+ * layout is in the file's name). An entry counts only if its check word
+ * matches, its family is AF_INET or AF_INET6 and its stamp lies within
+ * this process's RSOCK_NEG_CACHE_S before now: a torn, stale, foreign or
+ * hostile entry is skipped. An entry can only keep a stream on TCP. */
+#define NEG_FILE_LAYOUT 1
+struct neg_rec {
+	uint32_t check;
+	uint16_t family, port;
+	uint8_t addr[16];
+	int64_t stamp; /* CLOCK_MONOTONIC ms, the same in every process of the host */
+};
+_Static_assert(sizeof(struct neg_rec) == 32, "the shared file's entry is 32 bytes");
+enum { NEG_UNOPENED = -2, NEG_NONE = -1 };
+static int neg_fd = NEG_UNOPENED; /* cm_lock */
+static struct neg_rec neg_buf[NEG_FILE_SLOTS]; /* cm_lock: the file as last read */
+
+static uint32_t rec_check(const struct neg_rec *r)
+{
+	const uint8_t *p = (const uint8_t *)r + sizeof(r->check);
+	uint32_t h = 2166136261u; /* FNV-1a over everything but the check */
+
+	for (size_t i = 0; i < sizeof(*r) - sizeof(r->check); i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h | 1; /* never 0, which an empty slot holds */
+}
+
+/* Whether r is a valid entry younger than ttl_ms at now. */
+static int rec_live(const struct neg_rec *r, int64_t now, int64_t ttl_ms)
+{
+	return r->check == rec_check(r) && (r->family == AF_INET || r->family == AF_INET6) &&
+	       r->stamp <= now && now - r->stamp < ttl_ms;
+}
+
+int cm_neg_share(const char *path)
+{
+	struct stat st;
+	int fd;
+
+	if (neg_fd >= 0)
+		ownfd_close(neg_fd);
+	neg_fd = NEG_NONE;
+	if (!path)
+		return 0;
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+	if (fd < 0)
+		return -errno;
+	/* Ours alone, or not used: another user's file, or one others may
+	 * write, could tell us lies about any peer. */
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+		rsock_real.close(fd);
+		return -EPERM;
+	}
+	neg_fd = ownfd_move(fd);
+	return 0;
+}
+
+/* Open the default shared file on first use. Caller holds cm_lock. */
+static int neg_file(void)
+{
+	char path[128];
+
+	if (neg_fd == NEG_UNOPENED) {
+		snprintf(path, sizeof(path), "/dev/shm/librsock-negcache.%d.%u.%llu", NEG_FILE_LAYOUT,
+			 (unsigned)geteuid(), cm_netns_id());
+		if (cm_neg_share(path))
+			neg_fd = NEG_NONE;
+	}
+	return neg_fd;
+}
+
+static void rec_key(struct neg_rec *r, const struct sockaddr *peer)
+{
+	memset(r, 0, sizeof(*r));
+	r->family = peer->sa_family;
+	r->port = sa_port(peer);
+	sa_addr16(peer, r->addr);
+}
+
+static int rec_same(const struct neg_rec *a, const struct neg_rec *b)
+{
+	return a->family == b->family && a->port == b->port && !memcmp(a->addr, b->addr, 16);
+}
+
+/* The shared file's entries (n of them read). Caller holds cm_lock. */
+static int file_read(struct neg_rec *t)
+{
+	int fd = neg_file();
+	ssize_t r = fd >= 0 ? pread(fd, t, NEG_FILE_SLOTS * sizeof(*t), 0) : -1;
+
+	return r > 0 ? (int)((size_t)r / sizeof(*t)) : 0;
+}
+
 int cm_neg_lookup(const struct sockaddr *peer)
 {
+	struct neg_rec key;
 	uint8_t a[16];
-	int64_t now = clock_now_ms();
-	int hit = 0;
+	int64_t now = clock_now_ms(), ttl = (int64_t)cm_settings.neg_cache_s * 1000;
+	int hit = 0, n;
 
+	if (ttl <= 0)
+		return 0;
 	sa_addr16(peer, a);
+	rec_key(&key, peer);
 	pthread_mutex_lock(&cm_lock);
 	for (int i = 0; i < NEG_SLOTS && !hit; i++)
 		hit = neg[i].until > now && neg[i].family == peer->sa_family &&
 		      neg[i].port == sa_port(peer) && !memcmp(neg[i].addr, a, 16);
+	n = hit ? 0 : file_read(neg_buf);
+	for (int i = 0; i < n && !hit; i++)
+		hit = rec_same(&neg_buf[i], &key) && rec_live(&neg_buf[i], now, ttl);
 	pthread_mutex_unlock(&cm_lock);
 	return hit;
 }
 
+/* Write key into the shared file: over its own entry, else a dead one,
+ * else at the end, else over the oldest. Two processes may pick one slot
+ * at once: one entry is lost, which costs a probe. Caller holds cm_lock. */
+static void file_insert(struct neg_rec *key, int64_t now, int64_t ttl)
+{
+	int n = file_read(neg_buf), slot = -1;
+
+	if (neg_fd < 0)
+		return;
+	for (int i = 0; i < n && slot < 0; i++)
+		if (rec_same(&neg_buf[i], key))
+			slot = i;
+	for (int i = 0; i < n && slot < 0; i++)
+		if (!rec_live(&neg_buf[i], now, ttl))
+			slot = i;
+	if (slot < 0 && n < NEG_FILE_SLOTS)
+		slot = n;
+	if (slot < 0) /* all live: the oldest goes */
+		for (int i = slot = 0; i < n; i++)
+			if (neg_buf[i].stamp < neg_buf[slot].stamp)
+				slot = i;
+	key->stamp = now;
+	key->check = rec_check(key);
+	/* a full /dev/shm fails it: this process's slots still hold the peer */
+	if (pwrite(neg_fd, key, sizeof(*key), (off_t)slot * (off_t)sizeof(*key)) < 0)
+		return;
+}
+
 void cm_neg_insert(const struct sockaddr *peer)
 {
+	struct neg_rec key;
+	int64_t now = clock_now_ms(), ttl = (int64_t)cm_settings.neg_cache_s * 1000;
 	unsigned i;
 
+	rec_key(&key, peer);
 	pthread_mutex_lock(&cm_lock);
 	i = neg_next++ % NEG_SLOTS;
 	sa_addr16(peer, neg[i].addr);
 	neg[i].family = peer->sa_family;
 	neg[i].port = sa_port(peer);
-	neg[i].until = clock_now_ms() + (int64_t)cm_settings.neg_cache_s * 1000;
+	neg[i].until = now + ttl;
+	if (ttl > 0)
+		file_insert(&key, now, ttl);
 	pthread_mutex_unlock(&cm_lock);
 }

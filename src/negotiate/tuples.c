@@ -35,9 +35,7 @@ struct cm_tuple {
  * streams whose probe another process's beacon answered. */
 static struct cm_tuple *tuples;
 
-/* The network namespace's inode number (0 if unknown): ports are per
- * namespace, the shared memory directory need not be. */
-static unsigned long long netns_id(void)
+unsigned long long cm_netns_id(void)
 {
 	char b[64], *p;
 	ssize_t n = readlink("/proc/self/ns/net", b, sizeof(b) - 1);
@@ -60,7 +58,7 @@ static struct cm_tuple *tuples_named(size_t len)
 	int fd;
 
 	snprintf(name, sizeof(name), "/librsock-tuples.%d.%u.%llu", TUPLE_LAYOUT,
-		 (unsigned)geteuid(), netns_id());
+		 (unsigned)geteuid(), cm_netns_id());
 	fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return NULL;

@@ -6,6 +6,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -42,32 +43,81 @@ static int cmd(int fd, uint32_t op, const void *in, uint16_t in_len, uint16_t ou
 	return w == (ssize_t)len ? 0 : -EIO;
 }
 
-int ucm_listen(int fd, const struct sockaddr *addr, socklen_t len, uint64_t uid, uint32_t *id,
-	       int backlog)
+int ucm_create(int fd, uint64_t uid, uint32_t *id)
 {
 	struct rdma_ucm_create_id c = {.uid = uid, .ps = RDMA_PS_TCP, .qp_type = 2 /* IBV_QPT_RC */};
 	struct rdma_ucm_create_id_resp cr = {0};
+	int rc;
+
+	c.response = (uintptr_t)&cr;
+	if ((rc = cmd(fd, RDMA_USER_CM_CMD_CREATE_ID, &c, sizeof(c), sizeof(cr))))
+		return rc;
+	*id = cr.id;
+	return 0;
+}
+
+int ucm_listen(int fd, const struct sockaddr *addr, socklen_t len, uint64_t uid, uint32_t *id,
+	       int backlog)
+{
 	struct rdma_ucm_bind b = {0};
 	struct rdma_ucm_listen l = {0};
+	uint32_t nid;
 	int rc;
 
 	if (len > sizeof(b.addr))
 		return -EINVAL;
-	c.response = (uintptr_t)&cr;
-	if ((rc = cmd(fd, RDMA_USER_CM_CMD_CREATE_ID, &c, sizeof(c), sizeof(cr))))
+	if ((rc = ucm_create(fd, uid, &nid)))
 		return rc;
-	b.id = cr.id;
+	b.id = nid;
 	b.addr_size = (uint16_t)len;
 	memcpy(&b.addr, addr, len);
-	l.id = cr.id;
+	l.id = nid;
 	l.backlog = (uint32_t)backlog;
 	if ((rc = cmd(fd, RDMA_USER_CM_CMD_BIND, &b, sizeof(b), 0)) ||
 	    (rc = cmd(fd, RDMA_USER_CM_CMD_LISTEN, &l, sizeof(l), 0))) {
-		ucm_destroy(fd, cr.id);
+		ucm_destroy(fd, nid);
 		return rc;
 	}
-	*id = cr.id;
+	*id = nid;
 	return 0;
+}
+
+int ucm_resolve_ip(int fd, uint32_t id, const struct sockaddr *src, const struct sockaddr *dst,
+		   int timeout_ms)
+{
+	struct rdma_ucm_resolve_ip r;
+	socklen_t sl = src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	socklen_t dl = dst->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+
+	memset(&r, 0, sizeof(r));
+	memcpy(&r.src_addr, src, sl);
+	memcpy(&r.dst_addr, dst, dl);
+	r.id = id;
+	r.timeout_ms = (uint32_t)timeout_ms;
+	return cmd(fd, RDMA_USER_CM_CMD_RESOLVE_IP, &r, sizeof(r), 0);
+}
+
+int ucm_resolve_route(int fd, uint32_t id, int timeout_ms)
+{
+	struct rdma_ucm_resolve_route r = {.id = id, .timeout_ms = (uint32_t)timeout_ms};
+
+	return cmd(fd, RDMA_USER_CM_CMD_RESOLVE_ROUTE, &r, sizeof(r), 0);
+}
+
+int ucm_connect(int fd, uint32_t id, uint32_t qpn, const void *pdata, uint8_t len)
+{
+	struct rdma_ucm_connect c;
+
+	memset(&c, 0, sizeof(c)); /* len fits: private_data holds 256 */
+	c.id = id;
+	c.conn_param.qp_num = qpn;
+	memcpy(c.conn_param.private_data, pdata, len);
+	c.conn_param.private_data_len = len;
+	/* as tp_conn_param: no RDMA READ, retries at their maximum */
+	c.conn_param.retry_count = 7;
+	c.conn_param.rnr_retry_count = 7;
+	c.conn_param.valid = 1;
+	return cmd(fd, RDMA_USER_CM_CMD_CONNECT, &c, sizeof(c), 0);
 }
 
 int ucm_destroy(int fd, uint32_t id)

@@ -245,6 +245,45 @@ for i in range(int(sys.argv[4])):
 	! grep -q 'bytes reused' cli0.log || false
 }
 
+@test "churn: one process opens and closes 500 RDMA streams and holds no more QPs, CQs or registrations at the end than after 50; close() timed against kernel TCP" {
+	# 500, not 10,000: the TCG guest makes 12 (loaded host) to 80 streams a
+	# second, so this takes 7 to 40 s; what a process holds is compared
+	# after 50 and after 500 (at 1,000 it was the same as at 100: no QP,
+	# 2 CQs, 4 MRs, the ring cache's).
+	require_cmd python3 rdma
+	local port n=500 mark=50 tcp_close
+	port=$(free_port)
+	start_bg srv env -u LD_PRELOAD python3 "$BATS_TEST_DIRNAME/churn.py" serve "$ADDR_B" "$port" 20
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 60 env -u LD_PRELOAD python3 "$BATS_TEST_DIRNAME/churn.py" client "$ADDR_B" "$port" 20 10
+	[ "$status" -eq 0 ]
+	tcp_close=$(sed -n 's/^close_p50_us //p' <<<"$output")
+	wait_bg "$BG_PID" 30
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 "$BATS_TEST_DIRNAME/churn.py" serve "$ADDR_B" "$port" "$n"
+	wait_for_port "$port" 15 "$BG_PID"
+	rdma_snapshot
+	run bounded 120 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 "$BATS_TEST_DIRNAME/churn.py" client "$ADDR_B" "$port" "$n" "$mark"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "# close() p50: librsock $(sed -n 's/^close_p50_us //p' <<<"$output") us, kernel TCP $tcp_close us" >&3
+	wait_bg "$BG_PID" 60
+	rdma_crossed $((n * 10))
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+	local q0 c0 m0 q1 c1 m1
+	read -r q0 c0 m0 < <(sed -n "s/^at $mark qp \([0-9]*\) cq \([0-9]*\) mr \([0-9]*\)/\1 \2 \3/p" <<<"$output")
+	read -r q1 c1 m1 < <(sed -n "s/^at $n qp \([0-9]*\) cq \([0-9]*\) mr \([0-9]*\)/\1 \2 \3/p" <<<"$output")
+	echo "# held after $mark: qp $q0 cq $c0 mr $m0; after $n: qp $q1 cq $c1 mr $m1" >&3
+	# No QP outlives its stream; the ring cache keeps at most 8 sets (a CQ and
+	# two MRs each) whatever the number of streams closed.
+	[ "$q1" -le 1 ]
+	[ "$c1" -le 9 ] && [ "$c1" -le $((c0 + 1)) ]
+	[ "$m1" -le 18 ] && [ "$m1" -le $((m0 + 2)) ]
+}
+
 # ---- endings ----------------------------------------------------------------
 
 @test "a peer killed with SIGKILL: EOF or ECONNRESET within a second, no hang" {

@@ -371,6 +371,49 @@ for i in range(2):
 	stats_tcp cli.log peer
 }
 
+@test "a second process connecting to the same plain peer adds no probe (shared negative cache); the probe opens no device" {
+	local port i ns file
+	port=$(free_port)
+	start_bg srv env -u LD_PRELOAD python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(16)
+for i in range(3):
+    c, _ = s.accept(); c.sendall(b"x"); c.close()
+' "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	ns=$(readlink /proc/self/ns/net)
+	ns=${ns#*[}
+	file=/dev/shm/librsock-negcache.1.$(id -u).${ns%]}
+	# Three processes, one connect each, as command-line tools make them
+	# (no bind); the first under strace, which shows what it opened.
+	local pre
+	for i in 1 2 3; do
+		pre=(env "LD_PRELOAD=$(rsock_preload_value)")
+		[ "$i" = 1 ] && pre=(strace -f -o "$PWD/cli1.trace" -e trace=openat -E "LD_PRELOAD=$(rsock_preload_value)")
+		[ "$i" = 3 ] && { rm -f "$file"; install -m 0644 /dev/null "$file"; }
+		bounded 30 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli$i.log" "${pre[@]}" \
+			python3 -c '
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+assert c.recv(1) == b"x"; c.close()
+' "$ADDR_B" "$port"
+		[ "$i" != 1 ] || [ "$(stat -c '%a %u' "$file")" = "600 $(id -u)" ]
+	done
+	wait_bg "$BG_PID" 30
+	grep -c 'probe of port' cli1.log cli2.log cli3.log >&2 || true
+	[ "$(grep -c 'probe of port' cli1.log)" -eq 1 ]
+	[ "$(grep -c 'probe of port' cli2.log)" -eq 0 ] # learned from the first process
+	[ "$(grep -c 'probe of port' cli3.log)" -eq 1 ] # a file others may read is not used (nor written)
+	[ ! -s "$file" ]
+	rm -f "$file"
+	stats_tcp cli1.log peer
+	stats_tcp cli2.log peer
+	# A plain peer costs no verbs device, no provider, no rings
+	[ "$(grep -cE 'uverbs|libibverbs/' cli1.trace)" -eq 0 ]
+	[ "$(grep -c 'rings.*registered' cli1.log)" -eq 0 ]
+}
+
 @test "no RDMA path (loopback, a netdev without RDMA): kernel TCP at once" {
 	local port addr
 	for addr in 127.0.0.1 "$ADDR_PLAIN_PEER"; do
@@ -379,12 +422,15 @@ for i in range(2):
 		start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
 			sh -c "exec nc -l -s $addr -p $port >got"
 		wait_for_port "$port" 15 "$BG_PID"
-		bounded 30 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
-			nc -N "$addr" "$port" <data
+		# decided from the routing table and sysfs: no device opened, no
+		# provider loaded, no connection manager asked
+		bounded 30 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" strace -f -o "$PWD/cli.trace" \
+			-e trace=openat -E LD_PRELOAD="$(rsock_preload_value)" nc -N "$addr" "$port" <data
 		wait_bg "$BG_PID" 30
 		same_file data got "over $addr"
 		stats_tcp cli.log no_device
-		rm -f cli.log srv.log got
+		[ "$(grep -cE '/dev/infiniband|libibverbs/' cli.trace)" -eq 0 ]
+		rm -f cli.log cli.trace srv.log got
 	done
 }
 

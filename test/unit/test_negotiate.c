@@ -1,19 +1,28 @@
 /* test_negotiate.c - what of src/negotiate runs without an RDMA device or
- * rdma_cm: the negative cache (insert, lookup, expiry, eviction) and the
- * tuple table's put and take, keyed by both addresses and ports (on a
- * private table, not the shared object of this user). */
+ * rdma_cm: the negative cache (insert, lookup, expiry, eviction; the file
+ * it shares with other processes, and what that file's reader refuses), which
+ * netdev has an RDMA device behind it (on a sysfs tree made for the test) and
+ * the tuple table's put and take, keyed by both addresses and ports (on
+ * private tables and files, not the shared objects of this user). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "negotiate/internal.h"
 
@@ -90,6 +99,242 @@ static void neg_eviction(void **state)
 	assert_int_equal(cm_neg_lookup(SA(o)), 1);
 }
 
+/* ---- the shared file of the negative cache ---- */
+
+int real_resolve(void); /* base/real.h, whose SA() is another */
+
+static char share_path[] = "/tmp/rsock-test-negcache.XXXXXX";
+
+static int share_setup(void **state)
+{
+	int fd = mkstemp(share_path);
+
+	(void)state;
+	if (fd < 0 || real_resolve()) /* the cache closes files through rsock_real */
+		return -1;
+	close(fd);
+	cm_settings.neg_cache_s = 60;
+	return cm_neg_share(share_path);
+}
+
+static int share_teardown(void **state)
+{
+	(void)state;
+	unlink(share_path);
+	return cm_neg_share(NULL);
+}
+
+/* A forked child stands for the next process of the user: it has this
+ * process's slots as they were at the fork, so peers inserted on one side
+ * after it are known to the other through the file only. */
+static void neg_shared_between_processes(void **state)
+{
+	struct sockaddr_storage a = v4("10.4.0.1", 5432), b = v4("10.4.0.2", 6379),
+				c = v6("fd00::4", 443);
+	pid_t pid;
+	int st;
+
+	(void)state;
+	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	if ((pid = fork()) == 0) {
+		cm_neg_insert(SA(a));
+		cm_neg_insert(SA(c));
+		_exit(cm_neg_lookup(SA(b)) == 0 ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(st, 0);
+	assert_int_equal(cm_neg_lookup(SA(a)), 1); /* learned by the child */
+	assert_int_equal(cm_neg_lookup(SA(c)), 1);
+	assert_int_equal(cm_neg_lookup(SA(b)), 0);
+	cm_neg_insert(SA(b));
+	if ((pid = fork()) == 0)
+		_exit(cm_neg_lookup(SA(b)) == 1 ? 0 : 1);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(st, 0);
+}
+
+/* The file's entry (negcache.c's layout 1): written here by hand, as a
+ * corrupt or hostile file would hold it. */
+struct rec {
+	uint32_t check;
+	uint16_t family, port;
+	uint8_t addr[16];
+	int64_t stamp;
+};
+
+static uint32_t rec_check(const struct rec *r)
+{
+	const uint8_t *p = (const uint8_t *)r + 4;
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < sizeof(*r) - 4; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h | 1;
+}
+
+static struct rec rec_of(const struct sockaddr *sa, int64_t stamp)
+{
+	struct rec r;
+
+	memset(&r, 0, sizeof(r));
+	r.family = sa->sa_family;
+	r.port = sa_port(sa);
+	sa_addr16(sa, r.addr);
+	r.stamp = stamp;
+	r.check = rec_check(&r);
+	return r;
+}
+
+static void file_put(const void *b, size_t len, off_t at)
+{
+	int fd = open(share_path, O_WRONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, b, len, at), (ssize_t)len);
+	close(fd);
+}
+
+/* Only a well-formed, live entry counts; whatever else the file holds is
+ * passed over without harm. The peer asked for is never in this process's
+ * own slots, so every answer comes from the file. */
+static void neg_shared_refuses_bad_entries(void **state)
+{
+	struct sockaddr_storage a = v4("10.5.0.1", 8080);
+	int64_t now = clock_now_ms();
+	struct rec r;
+
+	(void)state;
+	assert_int_equal(truncate(share_path, 0), 0);
+	r = rec_of(SA(a), now - 1000);
+	file_put(&r, sizeof(r), 0);
+	assert_int_equal(cm_neg_lookup(SA(a)), 1); /* the layout above is the file's */
+	r.port++;                                  /* check word no longer matches */
+	file_put(&r, sizeof(r), 0);
+	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	r = rec_of(SA(a), now + 3600 * 1000); /* stamped in the future */
+	file_put(&r, sizeof(r), 0);
+	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	r = rec_of(SA(a), now - 61 * 1000); /* older than this process's 60 s */
+	file_put(&r, sizeof(r), 0);
+	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	r = rec_of(SA(a), now - 1000);
+	r.family = AF_UNIX;
+	r.check = rec_check(&r);
+	file_put(&r, sizeof(r), 0);
+	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	/* garbage, a file far too long, one cut inside an entry */
+	static uint8_t junk[64 * 1024];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 131 + 7);
+	file_put(junk, sizeof(junk), 0);
+	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	assert_int_equal(truncate(share_path, 7), 0);
+	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	r = rec_of(SA(a), now - 1000);
+	file_put(&r, sizeof(r) - 1, 0);
+	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	/* an insert repairs what it overwrites; a child sees it */
+	struct sockaddr_storage b = v4("10.5.0.2", 8080);
+	pid_t pid;
+	int st;
+	cm_neg_insert(SA(b));
+	if ((pid = fork()) == 0)
+		_exit(cm_neg_lookup(SA(b)) == 1 ? 0 : 1);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(st, 0);
+}
+
+/* A file others may write, a link, a directory: not used. */
+static void neg_shared_refuses_files(void **state)
+{
+	char dir[] = "/tmp/rsock-test-negdir.XXXXXX", link[64], open_file[64];
+	struct sockaddr_storage a = v4("10.6.0.1", 80);
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(open_file, sizeof(open_file), "%s/f", dir);
+	snprintf(link, sizeof(link), "%s/l", dir);
+	close(open(open_file, O_CREAT | O_WRONLY, 0600));
+	assert_int_equal(chmod(open_file, 0622), 0);
+	assert_int_equal(cm_neg_share(open_file), -EPERM);
+	assert_int_equal(symlink(share_path, link), 0);
+	assert_true(cm_neg_share(link) < 0);
+	assert_true(cm_neg_share(dir) < 0);
+	cm_neg_insert(SA(a)); /* this process's slots alone */
+	assert_int_equal(cm_neg_lookup(SA(a)), 1);
+	unlink(open_file);
+	unlink(link);
+	rmdir(dir);
+	assert_int_equal(cm_neg_share(share_path), 0);
+}
+
+/* ---- which netdev has an RDMA device behind it (a sysfs tree made here) ---- */
+
+static char sys_root[] = "/tmp/rsock-test-sys.XXXXXX";
+
+static void sys_file(const char *rel, const char *text)
+{
+	char path[512], *slash;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", sys_root, rel);
+	for (slash = strchr(path + strlen(sys_root) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		mkdir(path, 0700);
+		*slash = '/';
+	}
+	if (text) {
+		assert_non_null(f = fopen(path, "w"));
+		fputs(text, f);
+		fclose(f);
+	} else {
+		mkdir(path, 0700);
+	}
+}
+
+static int local(const char *ifname)
+{
+	char dev[64] = "";
+
+	return cm_dev_of_netdev(sys_root, ifname, dev, sizeof(dev));
+}
+
+static void dev_of_netdev(void **state)
+{
+	char dev[64] = "", cmd[600];
+
+	(void)state;
+	assert_non_null(mkdtemp(sys_root));
+	sys_file("class/net/veth0/type", "1\n");
+	sys_file("class/net/eth9/type", "1\n");
+	sys_file("class/net/vlan5/type", "1\n");
+	sys_file("class/net/vlan5/lower_veth0", NULL);
+	sys_file("class/net/ib0/type", "32\n");
+	sys_file("class/net/lo/type", "772\n");
+	assert_int_equal(local("veth0"), CM_LOCAL_NONE); /* no class/infiniband: no device */
+	sys_file("class/infiniband/rxe0/node_type", "1: CA\n");
+	sys_file("class/infiniband/rxe0/ports/1/gid_attrs/ndevs/0", "veth0\n");
+	sys_file("class/infiniband/mlx4_0/node_type", "1: CA\n");
+	sys_file("class/infiniband/mlx4_0/ports/1/link_layer", "InfiniBand\n");
+	assert_int_equal(cm_dev_of_netdev(sys_root, "veth0", dev, sizeof(dev)), CM_LOCAL_RDMA);
+	assert_string_equal(dev, "rxe0");
+	assert_int_equal(local("vlan5"), CM_LOCAL_RDMA); /* through its lower device */
+	assert_int_equal(local("eth9"), CM_LOCAL_NONE);
+	assert_int_equal(local("lo"), CM_LOCAL_NONE);
+	assert_int_equal(local("ib0"), CM_LOCAL_UNSURE);   /* IPoIB: rdma_cm decides */
+	assert_int_equal(local("veth7"), CM_LOCAL_UNSURE); /* not in this sysfs */
+	sys_file("class/net/eth3/type", "1\n");
+	sys_file("class/infiniband/siw0/node_type", "4: RNIC\n");
+	sys_file("class/infiniband/siw0/ports/1/gid_attrs/ndevs/0", "eth3\n");
+	assert_int_equal(local("eth3"), CM_LOCAL_NONE); /* iWARP: never probed */
+	sys_file("class/infiniband/roce9/node_type", "1: CA\n");
+	sys_file("class/infiniband/roce9/ports/1/link_layer", "Ethernet\n");
+	assert_int_equal(local("eth9"), CM_LOCAL_UNSURE); /* a RoCE port naming no netdev */
+	assert_int_equal(local("veth0"), CM_LOCAL_RDMA);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sys_root);
+	assert_int_equal(system(cmd), 0);
+}
+
 /* ---- the tuple table ---- */
 
 static struct proto_probe probe4(const char *caddr, uint16_t cport, const char *saddr, uint16_t sport)
@@ -106,6 +351,7 @@ static struct proto_probe probe4(const char *caddr, uint16_t cport, const char *
 static int tuples_setup(void **state)
 {
 	(void)state;
+	cm_neg_share(NULL); /* the tests of this process's slots share nothing */
 	return cm_tuples_private();
 }
 
@@ -178,7 +424,14 @@ int main(void)
 		cmocka_unit_test(tuple_keys),
 		cmocka_unit_test(tuple_mapped),
 		cmocka_unit_test(tuple_full),
+		cmocka_unit_test(dev_of_netdev),
+	};
+	const struct CMUnitTest shared[] = {
+		cmocka_unit_test(neg_shared_between_processes),
+		cmocka_unit_test(neg_shared_refuses_bad_entries),
+		cmocka_unit_test(neg_shared_refuses_files),
 	};
 
-	return cmocka_run_group_tests(tests, tuples_setup, NULL);
+	return cmocka_run_group_tests(tests, tuples_setup, NULL) ||
+	       cmocka_run_group_tests(shared, share_setup, share_teardown);
 }
