@@ -116,8 +116,12 @@ static void sp_identity(struct statpub_header *h, pid_t pid)
 }
 
 /* Segments whose process is gone (killed, or ended by _exit) are removed
- * at a process's first stream, so that they do not pile up between runs of
- * rsock-stat; only the user's own can be (/dev/shm is sticky). */
+ * once a process has made its own, by the library's thread (statpub_turn),
+ * off the first stream's path, so that they do not pile up between runs of
+ * rsock-stat (which removes them too); only the user's own can be
+ * (/dev/shm is sticky). */
+static _Atomic int sp_sweep_due;
+
 static void sp_sweep(void)
 {
 	DIR *d = opendir(STATPUB_DIR);
@@ -140,6 +144,17 @@ static void sp_sweep(void)
 	closedir(d);
 }
 
+int statpub_turn(void)
+{
+	if (atomic_load_explicit(&sp_sweep_due, memory_order_relaxed) &&
+	    atomic_exchange(&sp_sweep_due, 0)) {
+		int saved = errno;
+		sp_sweep();
+		errno = saved;
+	}
+	return 0;
+}
+
 int statpub_live(void)
 {
 	return atomic_load_explicit(&sp_hdr, memory_order_acquire) != NULL;
@@ -154,7 +169,6 @@ int statpub_open(const struct rsock_stats *now)
 	pthread_mutex_lock(&sp_lock);
 	if (atomic_load(&sp_hdr) || sp_failed)
 		goto out;
-	sp_sweep();
 	if ((fd = sp_make_file(pid)) < 0) {
 		rc = fd;
 		goto fail;
@@ -188,6 +202,7 @@ int statpub_open(const struct rsock_stats *now)
 	atomic_store_explicit(&h->closed_bytes[1][0], now->rx_bytes_rdma, memory_order_relaxed);
 	sp_identity(h, pid);
 	atomic_store_explicit(&sp_hdr, h, memory_order_release);
+	atomic_store_explicit(&sp_sweep_due, 1, memory_order_relaxed);
 	log_debug("statpub: streams published in " STATPUB_DIR "/" STATPUB_PREFIX "%d", (int)pid);
 	goto out;
 fail:

@@ -120,6 +120,12 @@ _Static_assert(sizeof(struct statpub_slot) == 256, "statpub slot");
 #ifndef STATPUB_LAYOUT_ONLY
 struct rsock_stats;
 
+/* A turn of the library's thread (init.c registers it with
+ * service_each_turn): once this process has made its segment, the segments
+ * of the user's processes that are gone are removed, off the first
+ * stream's path. Returns 0 (no more work waits). */
+int statpub_turn(void);
+
 /* Whether the process's segment exists (made by statpub_open). */
 int statpub_live(void);
 /* Make the process's segment, its counters from now (a snapshot of the

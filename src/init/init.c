@@ -142,6 +142,9 @@ static void init_run(void)
 	 * the hand-over registry starts it through negotiation, which adds the
 	 * process's rdma_cm channel and beacons first. */
 	service_each_turn(tp_reap);
+	/* rsock-stat's segments of the user's processes that are gone, swept
+	 * once a segment of ours exists */
+	service_each_turn(statpub_turn);
 	ho_hooks_set(&(struct ho_hooks){.start = cm_service_start});
 	if (pthread_atfork(fork_prepare, fork_parent, fork_child))
 		log_warn("pthread_atfork failed: a fork while another thread is in the library may hang the child");
