@@ -38,7 +38,7 @@ static void post(struct tp *t, uint32_t n)
 	struct ring_span rs[2];
 
 	assert_int_equal(ring_remote_reserve(&t->peer, n, rs), 0);
-	tp_data_msg_posted(t, NULL, n);
+	tp_data_msg_posted(t, NULL);
 }
 
 /* The peer writes a data message of n bytes into our ring. */
@@ -318,7 +318,7 @@ static void test_resend(void **state)
 	(void)state;
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(ring_remote_reserve(&t->peer, 100, rs), 0);
-		tp_data_msg_posted(t, src + 100 * i, 100);
+		tp_data_msg_posted(t, src + 100 * i);
 	}
 	assert_int_equal(tp_resend_check(t, 301), -EPROTO); /* more than written */
 	assert_int_equal(tp_resend_check(t, 300), 0);

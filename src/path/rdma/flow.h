@@ -21,7 +21,9 @@
 /* ---- the sender: its data messages not yet credited ---------------------- */
 
 /* The credits in use, in the stream's slot for rsock-stat when it has one:
- * data messages outstanding and bytes in the peer's ring not yet credited. */
+ * data messages outstanding and bytes in the peer's ring not yet credited.
+ * Stored where a credit arrives and where the sender waits for one, not
+ * at every post (a store a message that only rsock-stat reads). */
 static inline void tp_pub_credits(struct tp *t)
 {
 	struct statpub_slot *p = atomic_load_explicit(&t->pub, memory_order_relaxed);
@@ -30,19 +32,17 @@ static inline void tp_pub_credits(struct tp *t)
 		statpub_credits(p, t->msg_count, t->peer.tail - t->peer.acked);
 }
 
-/* A data message of n bytes at src ending at the peer's tail is posted:
- * its end is recorded until the peer's credit covers it (the message
- * allowance), with where its bytes are (a failover's resend). The caller
- * has checked that fewer than TP_MAX_DATA_MSGS are outstanding. */
-static inline void tp_data_msg_posted(struct tp *t, const uint8_t *src, uint32_t n)
+/* A data message whose bytes are at src, ending at the peer's tail, is
+ * posted: its end is recorded until the peer's credit covers it (the
+ * message allowance), with where its bytes are (a failover's resend). It
+ * starts where the one before it ends (msg_base for the oldest). The
+ * caller has checked that fewer than TP_MAX_DATA_MSGS are outstanding. */
+static inline void tp_data_msg_posted(struct tp *t, const uint8_t *src)
 {
-	unsigned i = (t->msg_head + t->msg_count) % RSOCK_ARRAY_SIZE(t->msg_end);
+	unsigned i = (t->msg_head + t->msg_count++) % RSOCK_ARRAY_SIZE(t->msg_end);
 
 	t->msg_end[i] = t->peer.tail;
 	t->msg_src[i] = src;
-	t->msg_len[i] = n;
-	t->msg_count++;
-	tp_pub_credits(t);
 }
 
 /* The peer's credit of v consumed bytes: the messages it fully covers are
@@ -53,6 +53,7 @@ static inline int tp_credit_take(struct tp *t, uint32_t v)
 	if (ring_remote_ack(&t->peer, v))
 		return -EPROTO;
 	while (t->msg_count && t->msg_end[t->msg_head] <= t->peer.acked) {
+		t->msg_base = t->msg_end[t->msg_head];
 		t->msg_head = (t->msg_head + 1) % RSOCK_ARRAY_SIZE(t->msg_end);
 		t->msg_count--;
 	}
@@ -80,12 +81,13 @@ static inline int tp_resend_check(const struct tp *t, uint64_t rx)
 static inline int tp_resend_iov(const struct tp *t, uint64_t rx, struct iovec *v)
 {
 	const unsigned cap = RSOCK_ARRAY_SIZE(t->msg_end);
-	uint64_t at = rx;
+	uint64_t at = rx, start, end = t->msg_base;
 	int n = 0;
 
 	for (unsigned k = 0; k < t->msg_count; k++) {
 		unsigned i = (t->msg_head + k) % cap;
-		uint64_t end = t->msg_end[i], start = end - t->msg_len[i];
+		start = end;
+		end = t->msg_end[i];
 		if (end <= at)
 			continue;
 		if (start > at)

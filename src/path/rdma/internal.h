@@ -135,7 +135,7 @@ extern pthread_mutex_t tp_set_lock RSOCK_HIDDEN;
 /* Post n (at most TP_RQ_BATCH) receives as one chain. 0 or -errno. */
 int tp_post_recv_chain(struct tp *t, unsigned n);
 /* Post one RDMA WRITE WITH IMMEDIATE (sge NULL: zero bytes); pw: PW_*.
- * 0 or -errno. */
+ * 0 or -errno. Caller holds t->lock (the stream's work request t->wr). */
 int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32_t imm, int pw);
 /* Post a signalled zero-byte RDMA WRITE, whose completion says every
  * earlier work request is complete. 0 or -errno. */

@@ -32,46 +32,57 @@ static void iov_gather(const struct iovec *iov, int iovcnt, size_t skip, void *d
 	}
 }
 
+/* Whether a small message of n bytes fits now without the ring end's skip:
+ * what tp_send_room(t, n, 0) == n finds in the common case (a message and
+ * a send-queue slot free, n contiguous bytes in the peer's ring and in the
+ * staging ring), from the offsets the caller computed once. */
+static inline int small_room(const struct tp *t, uint32_t n, uint32_t poff, uint32_t toff)
+{
+	return t->msg_count < TP_MAX_DATA_MSGS && t->sq_busy + TP_CTL_RESERVE < TP_SQ_DEPTH &&
+	       ring_remote_space(&t->peer) >= n && t->peer.size - poff >= n &&
+	       ring_free(&t->tx) >= n && t->tx.size - toff >= n;
+}
+
 /* The common small send: one buffer that fits in a work request (inline),
  * room for all of it now, nothing wrong with the stream. What tp_send's loop
  * does for it, without the loop (a 64 B write() is on the round trip's path
- * at both ends: 1,005 -> 779 instructions on soft-RoCE, 194 of them the
- * provider's). Returns 1 when sent, 0 when the loop must do it (nothing done
- * then). Caller holds the lock. */
+ * at both ends). Returns 1 when sent, 0 when the loop must do it (nothing
+ * done then). Caller holds the lock. */
 static int send_small(struct tp *t, const void *buf, uint32_t n)
 {
 	/* Inline: the provider copies the bytes into the work request while
-	 * it posts; a copy stays in the staging ring until a completion says
-	 * they landed (a failover sends them again from there). */
+	 * it posts, from their one copy in the staging ring, which stays
+	 * there until a completion says they landed (a failover sends them
+	 * again from there). */
 	struct ibv_sge sge = {.length = n, .lkey = 0};
-	struct ring_span rs[2];
-	uint32_t room = tp_send_room(t, n, 0);
+	uint32_t poff = (uint32_t)t->peer.tail & (t->peer.size - 1);
+	uint32_t toff = (uint32_t)t->tx.tail & (t->tx.size - 1);
 	uint8_t *dst;
 
 	/* Completions are looked at only when the room seems short: what
 	 * they could say otherwise (the peer's end, an error) is news that
 	 * reaches a TCP sender after its write just as well. */
-	if (room != n) {
+	if (RSOCK_UNLIKELY(!small_room(t, n, poff, toff))) {
 		tp_progress(t);
-		room = tp_send_room(t, n, 0);
+		if (tp_send_room(t, n, 0) != n) /* which may skip the staging ring's end */
+			return 0;
+		toff = (uint32_t)t->tx.tail & (t->tx.size - 1);
 	}
 	if (RSOCK_UNLIKELY(t->eof || t->err || t->peer_gone || t->fin_sent || t->path_down ||
-			   tp_switched(t)) ||
-	    room != n)
+			   tp_switched(t)))
 		return 0;
-	if (RSOCK_UNLIKELY(ring_remote_reserve(&t->peer, n, rs))) /* send_room saw the room */
-		return 0;
-	dst = t->tx.buf + (t->tx.tail & (t->tx.size - 1)); /* contiguous by send_room */
+	dst = t->tx.buf + toff;
 	memcpy(dst, buf, n);
 	t->tx.tail += n;
+	t->peer.tail += n; /* ring_remote_reserve's, its room checked above */
 	sge.addr = (uintptr_t)dst;
-	if (RSOCK_UNLIKELY(tp_post_write(t, &sge, rs[0].off, proto_imm_encode(PROTO_IMM_DATA, n),
+	if (RSOCK_UNLIKELY(tp_post_write(t, &sge, poff, proto_imm_encode(PROTO_IMM_DATA, n),
 				      PW_INLINE))) {
 		t->peer.tail -= n; /* the loop posts again, and handles the error */
 		t->tx.tail -= n;
 		return 0;
 	}
-	tp_data_msg_posted(t, dst, n);
+	tp_data_msg_posted(t, dst);
 	log_trace("fd %d: data message of %u bytes, inline", t->tcp_fd, n);
 	return 1;
 }
@@ -154,31 +165,17 @@ static int send_post(struct tp *t, const struct iovec *iov, int iovcnt, size_t d
 	return r;
 }
 
-ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+/* tp_send past its small message's fast path: the loop, which posts, waits
+ * and handles every error. Called with t->lock held; unlocks it. */
+static RSOCK_NOINLINE ssize_t send_locked(struct tp *t, const struct iovec *iov, int iovcnt,
+					  int flags, int nonblock)
 {
 	size_t want = tp_iov_total(iov, iovcnt), done = 0;
 	ssize_t r = 0;
 	struct send_wait sw = {0, 0, 0};
 	struct zc_span zc = {.off = SIZE_MAX};
 
-	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
-		return tp_sw_enter(t) ? -EIO : -ESHUTDOWN; /* the kernel socket sends */
 	nonblock |= !!(flags & MSG_DONTWAIT);
-	pthread_mutex_lock(&t->lock);
-	if (tp_switched(t)) {
-		r = -ESHUTDOWN;
-		goto out;
-	}
-	if (t->fin_sent) {
-		r = -EPIPE;
-		goto out;
-	}
-	t->sink_waits = 0; /* it sends: its reads wait for answers */
-	if (iovcnt == 1 && want && want <= t->max_inline && !(flags & MSG_OOB) &&
-	    send_small(t, iov->iov_base, (uint32_t)want)) {
-		pthread_mutex_unlock(&t->lock);
-		return (ssize_t)want;
-	}
 	while (done < want) {
 		uint32_t n;
 
@@ -212,6 +209,7 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		n = tp_send_room(t, from_zc ? zc.end - done : want - done, from_zc);
 		if (!n) {
 			int w;
+			tp_pub_credits(t); /* rsock-stat's credits: as the sender blocks */
 			if (nonblock || (w = send_wait(t, &sw)) == -EAGAIN)
 				break;
 			if (w == -EINTR) {
@@ -250,18 +248,38 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			r = t->err ? t->err : -ECONNRESET;
 			break;
 		}
-		tp_data_msg_posted(t, src, n);
+		tp_data_msg_posted(t, src);
 		/* (The tests read message sizes from these lines.) */
 		log_trace("fd %d: data message of %u bytes%s", t->tcp_fd, n,
 			  from_zc ? ", sent without the copy" : n <= t->max_inline ? ", inline" : "");
 		done += n;
 	}
 	tp_zc_end(t, &zc);
-out:
 	pthread_mutex_unlock(&t->lock);
 	if (done)
 		return (ssize_t)done;
 	if (r)
 		return r;
 	return want ? -EAGAIN : 0;
+}
+
+ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, int nonblock)
+{
+	ssize_t r;
+	size_t want;
+
+	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
+		return tp_sw_enter(t) ? -EIO : -ESHUTDOWN; /* the kernel socket sends */
+	pthread_mutex_lock(&t->lock);
+	if (RSOCK_UNLIKELY((r = tp_switched(t) ? -ESHUTDOWN : t->fin_sent ? -EPIPE : 0))) {
+		pthread_mutex_unlock(&t->lock);
+		return r;
+	}
+	t->sink_waits = 0; /* it sends: its reads wait for answers */
+	if (iovcnt == 1 && (want = iov->iov_len) && want <= t->max_inline && !(flags & MSG_OOB) &&
+	    send_small(t, iov->iov_base, (uint32_t)want)) {
+		pthread_mutex_unlock(&t->lock);
+		return (ssize_t)want;
+	}
+	return send_locked(t, iov, iovcnt, flags, nonblock);
 }

@@ -115,6 +115,8 @@ struct tp {
 	uint64_t peer_addr;
 	uint32_t peer_rkey;
 	uint32_t max_inline;
+	struct ibv_send_wr wr;       /* tp_post_write's, reused: the fields it does not
+	                                set stay zero */
 
 	uint64_t msg_end[TP_MAX_DATA_MSGS + 1]; /* end positions of unacked data messages */
 	/* Their bytes, for a failover's resend: in the staging ring (copied and
@@ -122,7 +124,9 @@ struct tp {
 	 * them) or the application's buffer (a zero-copy span, held by its
 	 * send until its writes complete); valid while not landed. */
 	const uint8_t *msg_src[TP_MAX_DATA_MSGS + 1];
-	uint32_t msg_len[TP_MAX_DATA_MSGS + 1];
+	uint64_t msg_base;           /* where the oldest of them starts: the end of the
+	                                last one credited (each starts where the one
+	                                before it ends) */
 	unsigned msg_head, msg_count;
 	uint64_t tx_landed;          /* peer.tail when the last completed signalled WR was
 	                                posted: every byte before it is in the peer's count */
