@@ -97,17 +97,21 @@ int tp_await_posted(struct tp *t, int64_t deadline)
 	return rc;
 }
 
+__thread int tp_patient __attribute__((tls_model("initial-exec")));
+
 /* While the peer's kernel has not acknowledged all we wrote on the control
  * connection (our SWITCH), the wire is out and TCP rides it out by its
- * retransmissions, or ends it with its own ETIMEDOUT: the wait for the
- * peer's answer is TCP's, and its TP_SWITCH_MS count starts once the peer's
- * kernel has acknowledged (doc/design.md, "Descriptors, fork, exec"). */
+ * retransmissions, or ends it with its own ETIMEDOUT: for a blocking call
+ * (tp_patient) the wait for the peer's answer is TCP's, and its
+ * TP_SWITCH_MS count starts once the peer's kernel has acknowledged
+ * (doc/design.md, "Descriptors, fork, exec"). */
 static void outage_extends(struct tp *t, int64_t *deadline)
 {
 	int q = 0;
 	int64_t now = clock_now_ms();
 
-	if (now + TP_SWITCH_MS > *deadline && !rsock_real.ioctl(t->tcp_fd, SIOCOUTQ, &q) && q > 0)
+	if (tp_patient && now + TP_SWITCH_MS > *deadline &&
+	    !rsock_real.ioctl(t->tcp_fd, SIOCOUTQ, &q) && q > 0)
 		*deadline = now + TP_SWITCH_MS;
 }
 
