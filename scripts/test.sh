@@ -175,7 +175,7 @@ rdma() {
 		wait "$lane2" || rc=1
 		# then the pair of one-CPU guests on a wire (wire.bats, then the
 		# faults of wirefaults.bats), alone: 90-120 s, boot included, and
-		# about 110 s for the faults
+		# 110-170 s for the faults
 		echo "(then two guests on a wire: wire, wirefaults)"
 		suite rdma-wire.tap build wire wirefaults || rc=1
 	else
