@@ -2,8 +2,8 @@
 # test.sh - the whole test suite: build, unit tests, host integration tests
 # (bats), the same under ASan+UBSan, TSan and valgrind, the Debian packages
 # (built and checked with lintian), then the RDMA suite (in two soft-RoCE
-# guests at once when this host has no RDMA device, then wire.bats on two
-# guests joined by a wire).
+# guests at once when this host has no RDMA device, then wire.bats and
+# wirefaults.bats on two guests joined by a wire).
 # Usage: scripts/test.sh [--quick]   (--quick: no sanitizer or valgrind passes)
 # Ends with a line "N passed, N failed" and exits non-zero on any failure.
 set -uo pipefail
@@ -173,10 +173,11 @@ rdma() {
 		echo "(two guests at once: applications, readiness, the testbed and the packages; negotiation, datapath, forkexec, inject and limits, then ASan+UBSan)"
 		suite rdma.tap build applications readiness testbed packages || rc=1
 		wait "$lane2" || rc=1
-		# then the pair of one-CPU guests on a wire (wire.bats), alone:
-		# 90-120 s, boot included
-		echo "(then two guests on a wire: wire)"
-		suite rdma-wire.tap build wire || rc=1
+		# then the pair of one-CPU guests on a wire (wire.bats, then the
+		# faults of wirefaults.bats), alone: 90-120 s, boot included, and
+		# 110-170 s for the faults
+		echo "(then two guests on a wire: wire, wirefaults)"
+		suite rdma-wire.tap build wire wirefaults || rc=1
 	else
 		suite rdma.tap build || rc=1
 		if [ $quick = 0 ]; then
@@ -190,7 +191,7 @@ rdma() {
 		if [ $rdma_lane2 = 1 ]; then
 			case $f in
 			rdma-asan.tap) echo "--- the RDMA suite's ASan+UBSan pass (asan_filter's tests)" ;;
-			rdma-wire.tap) echo "--- two guests on a wire (wire.bats)" ;;
+			rdma-wire.tap) echo "--- two guests on a wire (wire.bats, wirefaults.bats)" ;;
 			esac
 			cat "$logdir/$f"
 		fi

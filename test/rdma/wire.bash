@@ -108,6 +108,28 @@ peer_cleanup() {
 	return 0
 }
 
+# stream_pair SRV_ADDR CLI_ADDR BYTES PACE_MS SRV_ENV CLI_ENV: wirestream.py
+# serves in b (its output peer_dir srv/out) and its client runs in a in the
+# background (cli.out), SRV_ENV / CLI_ENV in front of each (e.g. env
+# LD_PRELOAD=...); sets CLI_PID.
+stream_pair() {
+	local srv=$1 cli=$2 n=$3 pace=$4 port
+	port=$(free_port)
+	# shellcheck disable=SC2086 # the env words
+	peer_start srv timeout 120 $5 python3 "$WIRESTREAM" srv "$srv" "$port" "$n" 1 "$pace"
+	peer_wait_port "$port"
+	# shellcheck disable=SC2086
+	start_bg cli $6 python3 "$WIRESTREAM" cli "$srv" "$port" "$n" 2 "$pace" "$cli"
+	# shellcheck disable=SC2034 # for the suites
+	CLI_PID=$BG_PID
+}
+
+# rsock_in NAME DIR: the environment words of a librsock process logging to
+# DIR/NAME.log with its counters
+rsock_in() {
+	echo env RSOCK_STATS=1 RSOCK_LOG_FILE="$2/$1.log" LD_PRELOAD="$(rsock_preload_value)"
+}
+
 # The RDMA counters of both guests, each with its own rxe device:
 # wire_snapshot NAME (a's here, b's in b at the same time), then
 # wire_deltas NAME; then delta_of NAME COUNTER (a's) and delta_of b-NAME

@@ -9,33 +9,13 @@
 # ways (IPv4, IPv6) with its bytes counted on both rxe devices, a plain peer
 # on either side (kernel TCP, nothing on RDMA), and kernel TCP riding out a
 # 3 s cut of the wire, from outside (the host) and from inside (b takes its
-# NIC down): the yardstick for librsock's own behaviour under faults.
+# NIC down): the yardstick for librsock's own behaviour under faults
+# (wirefaults.bats).
 
 load ../bats/helpers
 load helpers
 load rsock
 load wire
-
-# stream_pair SRV_ADDR CLI_ADDR BYTES PACE_MS SRV_ENV CLI_ENV: wirestream.py
-# serves in b (its output peer_dir srv/out) and its client runs in a in the
-# background (cli.out), SRV_ENV / CLI_ENV in front of each (e.g. env
-# LD_PRELOAD=...); sets CLI_PID.
-stream_pair() {
-	local srv=$1 cli=$2 n=$3 pace=$4 port
-	port=$(free_port)
-	# shellcheck disable=SC2086 # the env words
-	peer_start srv timeout 120 $5 python3 "$WIRESTREAM" srv "$srv" "$port" "$n" 1 "$pace"
-	peer_wait_port "$port"
-	# shellcheck disable=SC2086
-	start_bg cli $6 python3 "$WIRESTREAM" cli "$srv" "$port" "$n" 2 "$pace" "$cli"
-	CLI_PID=$BG_PID
-}
-
-# rsock_in NAME DIR: the environment words of a librsock process logging to
-# DIR/NAME.log with its counters
-rsock_in() {
-	echo env RSOCK_STATS=1 RSOCK_LOG_FILE="$2/$1.log" LD_PRELOAD="$(rsock_preload_value)"
-}
 
 @test "wire: two guests, each with its own rxe device on its own NIC; rping a -> b crosses the wire" {
 	local r

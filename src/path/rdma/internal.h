@@ -200,6 +200,11 @@ int tp_await_posted(struct tp *t, int64_t deadline);
  * NULL: this side speaks first), bounded by TP_SWITCH_MS; a failover when
  * the path broke or the peer's says FAILOVER. 0 or -errno. */
 int tp_switch_locked(struct tp *t, const struct proto_switch *peer);
+/* Nonzero while this thread is in a blocking send or receive of a stream
+ * (ops.c): an exchange it runs waits out an outage of the control
+ * connection as TCP does, beyond TP_SWITCH_MS (switch.c); any other call
+ * (non-blocking, poll, epoll) gives up after TP_SWITCH_MS. */
+extern __thread int tp_patient RSOCK_HIDDEN __attribute__((tls_model("initial-exec")));
 /* The failover (failover.c; doc/design.md, "Descriptors, fork, exec"):
  * the QP moved to its error state and its receives waited for (bounded),
  * so that the ring's tail counts for good what arrived. */

@@ -7,7 +7,10 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+
+#include <linux/sockios.h>
 
 #include "base/fault.h"
 #include "base/log.h"
@@ -102,11 +105,30 @@ int tp_await_posted(struct tp *t, int64_t deadline)
 	return rc;
 }
 
+__thread int tp_patient __attribute__((tls_model("initial-exec")));
+
+/* While the peer's kernel has not acknowledged all we wrote on the control
+ * connection (our SWITCH), the wire is out and TCP rides it out by its
+ * retransmissions, or ends it with its own ETIMEDOUT: for a blocking call
+ * (tp_patient) the wait for the peer's answer is TCP's, and its
+ * TP_SWITCH_MS count starts once the peer's kernel has acknowledged
+ * (doc/design.md, "Descriptors, fork, exec"). */
+static void outage_extends(struct tp *t, int64_t *deadline)
+{
+	int q = 0;
+	int64_t now = clock_now_ms();
+
+	if (tp_patient && now + TP_SWITCH_MS > *deadline &&
+	    !rsock_real.ioctl(t->tcp_fd, SIOCOUTQ, &q) && q > 0)
+		*deadline = now + TP_SWITCH_MS;
+}
+
 /* Read the peer's SWITCH from the control connection, exactly its bytes
- * (application data follows it), absorbing RDMA completions meanwhile.
+ * (application data follows it), absorbing RDMA completions meanwhile; an
+ * outage of the control connection extends *deadline (outage_extends).
  * 0 and *m; -EPIPE or -ECONNRESET when the peer closed its socket instead;
- * -EPROTO, -ETIMEDOUT. Caller holds the lock. */
-static int read_switch(struct tp *t, struct proto_switch *m, int64_t deadline)
+ * -EPROTO, -ETIMEDOUT (also TCP's). Caller holds the lock. */
+static int read_switch(struct tp *t, struct proto_switch *m, int64_t *deadline)
 {
 	uint8_t b[PROTO_MSG_MAX_LEN];
 	size_t got = 0, need = PROTO_SWITCH_LEN;
@@ -132,9 +154,10 @@ static int read_switch(struct tp *t, struct proto_switch *m, int64_t deadline)
 		if (r == 0)
 			return -EPIPE;
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return errno == ECONNRESET ? -ECONNRESET : -EPIPE;
+			return errno == ECONNRESET || errno == ETIMEDOUT ? -errno : -EPIPE;
 		tp_progress(t);
-		if (clock_now_ms() > deadline)
+		outage_extends(t, deadline);
+		if (clock_now_ms() > *deadline)
 			return -ETIMEDOUT;
 		rsock_real.poll(&p, 1, 2);
 	}
@@ -205,7 +228,7 @@ static int exchange(struct tp *t, const struct proto_switch *peer, int64_t deadl
 		rc = tp_fo_send_switch(t, fo, deadline);
 	/* 3. Hear where the peer's end. */
 	if (!rc && !peer) {
-		rc = read_switch(t, &got, deadline);
+		rc = read_switch(t, &got, &deadline);
 		if (rc == 0) {
 			peer = &got;
 		} else if (rc == -EPIPE || rc == -ECONNRESET) {

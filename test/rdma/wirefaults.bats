@@ -1,0 +1,238 @@
+#!/usr/bin/env bats
+# test bed: vm-pair
+# Faults of an established stream's RDMA path on two hosts joined by a wire
+# (test/vm/vm-pair; doc/design.md, "Errors" and "Descriptors, fork, exec": the
+# failover): the host cuts the wire (QMP set_link) while both ends write
+# checksummed, paced bytes to each other (test/rdma/wirestream.py, the
+# server in guest b, the client in guest a). Kernel TCP sees the same outage
+# and is the yardstick: each scenario runs over kernel TCP, then over
+# librsock, whose stream crossed both rxe devices before the cut, fails over
+# to its control connection where its path broke, and ends as TCP's does:
+# every byte intact, none twice, a stall of about TCP's.
+#
+# RSOCK_SLOW_TESTS=1 adds the 30 s cut (about two minutes).
+
+load ../bats/helpers
+load helpers
+load rsock
+load wire
+
+FAULT_BYTES=6000000 # each way, in 64 KiB writes
+FAULT_PACE=50       # ms after each write: about 5 s without a cut
+
+# fault_stream tcp|rsock: the paced stream both ways, in the background (the
+# server's directory in D), a second after it connected (over librsock,
+# after it went RDMA, the counters' snapshot taken before).
+fault_stream() {
+	local i se=(env -u LD_PRELOAD) ce=(env -u LD_PRELOAD)
+	D=$(peer_dir srv)
+	if [ "$1" = rsock ]; then
+		se=("$(rsock_in srv "$D")" RSOCK_LOG_LEVEL=debug)
+		ce=("$(rsock_in cli "$PWD")" RSOCK_LOG_LEVEL=debug)
+		wire_snapshot s
+	fi
+	stream_pair "$ADDR_B" "$ADDR_A" $FAULT_BYTES $FAULT_PACE "${se[*]}" "${ce[*]}"
+	for ((i = 0; i < 300; i++)); do
+		grep -q connected cli.out 2>/dev/null && break
+		sleep 0.1
+	done
+	grep -q connected cli.out || { cat cli.err >&2; false; }
+	if [ "$1" = rsock ]; then
+		for ((i = 0; i < 50; i++)); do
+			grep -q 'carried by RDMA' cli.log 2>/dev/null && break
+			sleep 0.1
+		done
+		grep -q 'carried by RDMA' cli.log || { cat cli.log >&2; false; }
+	fi
+	sleep 1
+}
+
+# rdma_carried: the stream's bytes crossed both rxe devices, 256 KiB each
+# way, since fault_stream (run while the wire is cut: the counts are those
+# from before the cut; the guests' channel is not the wire).
+rdma_carried() {
+	wire_crossed s 262144 262144
+}
+
+# carrier_watch: a job in b that prints b's CLOCK_MONOTONIC seconds once its
+# eth0 loses the carrier (the failover's detection time in b).
+carrier_watch() {
+	# shellcheck disable=SC2016 # b's shell expands them
+	peer_start carrier timeout 120 bash -c 'exec {f}<> <(:)
+		while read -r c </sys/class/net/eth0/carrier && [ "$c" = 1 ]; do read -r -t 0.02 -u $f || :; done
+		read -r t _ </proc/uptime; echo "$t"'
+}
+
+# cut_now SECONDS|off: the host cuts the wire (for SECONDS, or until
+# link_on); returns once a's eth0 lost its carrier, with CUT_AT, a's
+# CLOCK_MONOTONIC seconds then; CUT_PID the background link_cut.
+cut_now() {
+	local c i
+	if [ "$1" = off ]; then
+		link_off
+		CUT_PID=
+	else
+		link_cut "$1" >cut.txt &
+		CUT_PID=$!
+	fi
+	for ((i = 0; i < 100; i++)); do
+		read -r c </sys/class/net/eth0/carrier
+		[ "$c" = 0 ] && break
+		sleep 0.02
+	done
+	[ "$c" = 0 ] || { echo "eth0 kept its carrier" >&2; false; }
+	read -r CUT_AT _ </proc/uptime
+}
+
+# stream_end tcp|rsock: both ends got every byte; the stalls in STALL_A,
+# STALL_B; over librsock the failovers each end counted in FO_A, FO_B.
+stream_end() {
+	wait_bg "$CLI_PID" 150
+	peer_wait srv 60
+	streams_match cli.out "$D/out"
+	STALL_A=$(stall_of cli.out) STALL_B=$(stall_of "$D/out")
+	if [ "$1" = rsock ]; then
+		stats_rdma cli.log 262144 rx
+		stats_rdma "$D/srv.log" 262144 rx
+		FO_A=$(stat_of cli.log failovers) FO_B=$(stat_of "$D/srv.log" failovers)
+	fi
+}
+
+# detected LOG AT: seconds from AT (CLOCK_MONOTONIC s of that guest) to the
+# log's first "the RDMA path is broken" line; "-" without one.
+detected() {
+	awk -v at="$2" '/the RDMA path is broken/ { printf "%.2f", $3 - at; found = 1; exit }
+		END { if (!found) printf "-" }' "$1"
+}
+
+# cut_scenario SECONDS: kernel TCP then librsock through a cut of SECONDS;
+# both intact. Leaves TCP's stalls in TCP_A, TCP_B, its cut's length in
+# TCP_CUT, librsock's in STALL_A, STALL_B, CUT, the detection times in
+# DET_A, DET_B.
+cut_scenario() {
+	fault_stream tcp
+	cut_now "$1"
+	wait "$CUT_PID"
+	stream_end tcp
+	TCP_A=$STALL_A TCP_B=$STALL_B TCP_CUT=$(cut_secs)
+	tap_note "kernel TCP, $(cat cut.txt): stalls a $TCP_A s, b $TCP_B s (took $(awk '$1 == "took" { print $2 }' cli.out) s)"
+	peer_cleanup
+	fault_stream rsock
+	carrier_watch
+	cut_now "$1"
+	rdma_carried
+	wait "$CUT_PID"
+	stream_end rsock
+	peer_wait carrier 10
+	CUT=$(cut_secs)
+	DET_A=$(detected cli.log "$CUT_AT")
+	DET_B=$(detected "$D/srv.log" "$(cat "$(peer_dir carrier)/out")")
+	tap_note "librsock, $(cat cut.txt): stalls a $STALL_A s, b $STALL_B s (took $(awk '$1 == "took" { print $2 }' cli.out) s); failovers a $FO_A, b $FO_B; path broken after a $DET_A s, b $DET_B s"
+}
+
+# cut_secs: how long the last cut was off (the host's clock; a loaded host
+# stretches it).
+cut_secs() {
+	awk '{ for (i = 1; i < NF; i++) if ($i == "for") { print $(i + 1); exit } }' cut.txt
+}
+
+# stalls_like_tcp SLACK: librsock's stalls beyond its cut at most TCP's
+# beyond its own and SLACK seconds.
+stalls_like_tcp() {
+	awk -v a="$STALL_A" -v b="$STALL_B" -v ta="$TCP_A" -v tb="$TCP_B" -v s="$1" -v c="$CUT" -v tc="$TCP_CUT" \
+		'BEGIN { exit !(a - c <= ta - tc + s && b - c <= tb - tc + s) }' || {
+		echo "librsock's stalls (a $STALL_A s, b $STALL_B s; cut $CUT s) exceed kernel TCP's (a $TCP_A s, b $TCP_B s; cut $TCP_CUT s) by more than $1 s" >&2
+		grep -hE 'broken|failover|reset|SWITCH' cli.log "$D/srv.log" >&2
+		false
+	}
+}
+
+# failed_over: both ends counted one failover.
+failed_over() {
+	if [ "$FO_A" != 1 ] || [ "$FO_B" != 1 ]; then
+		echo "failovers: a $FO_A, b $FO_B (expected 1 and 1)" >&2
+		grep -hE 'broken|failover|reset|SWITCH' cli.log "$D/srv.log" >&2
+		false
+	fi
+}
+
+@test "wirefaults: the wire cut 3 s, kernel TCP rides it out; librsock's stream fails over at both ends and ends intact, its stall about TCP's" {
+	cut_scenario 3
+	failed_over
+	stalls_like_tcp 3
+}
+
+@test "wirefaults: the wire cut 1 s, intact over kernel TCP and over librsock (within the retries or by a failover)" {
+	cut_scenario 1
+	stalls_like_tcp 3
+}
+
+@test "wirefaults: the wire cut 30 s, kernel TCP rides it out by its retransmits; librsock fails over and rides it out too (RSOCK_SLOW_TESTS=1)" {
+	[ "${RSOCK_SLOW_TESTS:-0}" = 1 ] || skip "about two minutes: RSOCK_SLOW_TESTS=1 runs it"
+	cut_scenario 30
+	failed_over
+	stalls_like_tcp 10
+}
+
+# blocked_through SECONDS: until SECONDS after the cut both ends run on, with
+# no error and nothing more arrived (their calls still blocked). 15 s: beyond
+# the failover's detection (3 s) and the 10 s it gives an answering peer.
+blocked_through() {
+	local now a0 b0 why=
+	a0=$(grep -c . cli.out) b0=$(grep -c . "$D/out")
+	while read -r now _ </proc/uptime && awk -v n="$now" -v e="$CUT_AT" -v s="$1" 'BEGIN { exit !(n < e + s) }'; do
+		kill -0 "$CLI_PID" 2>/dev/null || why="a's end ended"
+		[ ! -e "$D/rc" ] || why="b's end ended"
+		[ -z "$why" ] || break
+		sleep 0.5
+	done
+	[ "$(grep -c . cli.out)" = "$a0" ] && [ "$(grep -c . "$D/out")" = "$b0" ] || why="${why:-an end printed}"
+	! grep -qE 'reset|failed' cli.log "$D/srv.log" 2>/dev/null || why="${why:-a log says reset or failed}"
+	[ -z "$why" ] && return
+	echo "$why during the outage, $(awk -v n="$now" -v e="$CUT_AT" 'BEGIN { printf "%.1f", n - e }') s after the cut:" >&2
+	cat cli.out cli.err "$D/out" "$D/err" >&2
+	[ ! -f cli.log ] || grep -hvE 'sent|received|credit|wrote|posted' cli.log "$D/srv.log" | tail -n 40 >&2
+	false
+}
+
+@test "wirefaults: the wire down for good, blocked reads and writes stay blocked 15 s without an error over kernel TCP and librsock; restored, the streams end intact" {
+	fault_stream tcp
+	cut_now off
+	blocked_through 15
+	link_on
+	stream_end tcp
+	tap_note "kernel TCP: stalls a $STALL_A s, b $STALL_B s"
+	peer_cleanup
+	fault_stream rsock
+	cut_now off
+	rdma_carried
+	blocked_through 15
+	link_on
+	stream_end rsock
+	tap_note "librsock: stalls a $STALL_A s, b $STALL_B s; failovers a $FO_A, b $FO_B"
+	failed_over
+}
+
+# soft-RoCE has no disassociation: the kernel completes `rdma link delete`
+# only once no process holds the device, so the stream may run on over RDMA
+# to its end (no failover) or fail over; either way every byte is intact.
+# Kernel TCP has no such device: no yardstick.
+@test "wirefaults: b's rxe device removed during the stream, the stream ends intact (RSOCK_SLOW_TESTS=1)" {
+	[ "${RSOCK_SLOW_TESTS:-0}" = 1 ] || skip "the device's removal waits for the stream's end: RSOCK_SLOW_TESTS=1 runs it"
+	fault_stream rsock
+	: >"$BATS_TEST_TMPDIR/.rxe_gone"
+	"$PEER" run bash -c 'rdma link delete rxe0 >/dev/null 2>&1 &'
+	rdma_carried
+	stream_end rsock
+	tap_note "librsock: stalls a $STALL_A s, b $STALL_B s; failovers a $FO_A, b $FO_B"
+}
+
+teardown() {
+	peer_cleanup
+	if [ -f "$BATS_TEST_TMPDIR/.rxe_gone" ]; then
+		# shellcheck disable=SC2016 # b's shell expands them
+		"$PEER" run bash -c 'for _ in $(seq 1 100); do [ -e /sys/class/infiniband/rxe0 ] || break; sleep 0.1; done
+			rdma link add rxe0 type rxe netdev eth0 2>/dev/null; true'
+	fi
+	stop_all_bg
+}
