@@ -135,71 +135,66 @@ static void exec_done(char **env, char *const envp[])
 	errno = saved;
 }
 
-RSOCK_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+/* Around a call that replaces the image: the environment as exec_prepare
+ * makes it, and rsock-stat's segment removed (the new image makes its own);
+ * exec_end, when the call returned (it failed), makes the segment again and
+ * drops the copy. */
+static char **exec_begin(char *const envp[])
 {
 	char **env = exec_prepare(envp);
-	int r;
 
-	statpub_unlink(); /* the new image makes its own */
-	r = REAL_CALL(execve, path, argv, env);
+	statpub_unlink();
+	return env;
+}
+
+static void exec_end(char **env, char *const envp[])
+{
 	statpub_exec_failed();
 	exec_done(env, envp);
+}
+
+RSOCK_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	char **env = exec_begin(envp);
+	int r = REAL_CALL(execve, path, argv, env);
+
+	exec_end(env, envp);
 	return r;
 }
 
 RSOCK_EXPORT int execv(const char *path, char *const argv[])
 {
-	char **env = exec_prepare(environ);
-	int r;
+	char **env = exec_begin(environ);
+	int r = env == environ ? REAL_CALL(execv, path, argv) : REAL_CALL(execve, path, argv, env);
 
-	statpub_unlink();
-	if (env == environ)
-		r = REAL_CALL(execv, path, argv);
-	else
-		r = REAL_CALL(execve, path, argv, env);
-	statpub_exec_failed();
-	if (env != environ)
-		exec_done(env, environ);
+	exec_end(env, environ);
 	return r;
 }
 
 RSOCK_EXPORT int execvp(const char *file, char *const argv[])
 {
-	char **env = exec_prepare(environ);
-	int r;
+	char **env = exec_begin(environ);
+	int r = env == environ ? REAL_CALL(execvp, file, argv) : REAL_CALL(execvpe, file, argv, env);
 
-	statpub_unlink();
-	if (env == environ)
-		r = REAL_CALL(execvp, file, argv);
-	else
-		r = REAL_CALL(execvpe, file, argv, env);
-	statpub_exec_failed();
-	if (env != environ)
-		exec_done(env, environ);
+	exec_end(env, environ);
 	return r;
 }
 
 RSOCK_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	char **env = exec_prepare(envp);
-	int r;
+	char **env = exec_begin(envp);
+	int r = REAL_CALL(execvpe, file, argv, env);
 
-	statpub_unlink();
-	r = REAL_CALL(execvpe, file, argv, env);
-	statpub_exec_failed();
-	exec_done(env, envp);
+	exec_end(env, envp);
 	return r;
 }
 
 RSOCK_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	char **env = exec_prepare(envp);
-	int r;
+	char **env = exec_begin(envp);
+	int r = REAL_CALL(fexecve, fd, argv, env);
 
-	statpub_unlink();
-	r = REAL_CALL(fexecve, fd, argv, env);
-	statpub_exec_failed();
-	exec_done(env, envp);
+	exec_end(env, envp);
 	return r;
 }
 
