@@ -27,27 +27,9 @@ def what(e):
     return errno.errorcode.get(e.errno, str(e.errno)) if isinstance(e, OSError) and e.errno else repr(e)
 
 
-def server(host, port, out, echo):
-    l = echoes.listener(host, port)
-    c, _ = l.accept()
-    got, end = 0, "EOF"
-    with open(out, "wb") as f:
-        try:
-            while True:
-                d = c.recv(65536)
-                if not d:
-                    break
-                f.write(d)
-                got += len(d)
-                if echo:
-                    c.sendall(d)
-        except OSError as e:
-            end = what(e)
-    print("srv got %d then %s at %.3f" % (got, end, time.monotonic()), flush=True)
-    c.close()
-
-
-def reader(s, out, res):
+def drain(s, out, echo=False):
+    """Read s to its end into the file out (each piece sent back with echo):
+    the byte count, and what ended it (EOF or an errno name)."""
     got, end = 0, "EOF"
     with open(out, "wb") as f:
         try:
@@ -57,8 +39,23 @@ def reader(s, out, res):
                     break
                 f.write(d)
                 got += len(d)
+                if echo:
+                    s.sendall(d)
         except OSError as e:
             end = what(e)
+    return got, end
+
+
+def server(host, port, out, echo):
+    l = echoes.listener(host, port)
+    c, _ = l.accept()
+    got, end = drain(c, out, echo)
+    print("srv got %d then %s at %.3f" % (got, end, time.monotonic()), flush=True)
+    c.close()
+
+
+def reader(s, out, res):
+    got, end = drain(s, out)
     res.append("cli got %d then %s at %.3f" % (got, end, time.monotonic()))
 
 
