@@ -36,32 +36,31 @@ load wire
 	peer_wait rping 30
 }
 
-@test "wire: librsock's stream both ways at once, 8 MB each, checksums equal, the bytes on both rxe devices" {
-	local n=8000000 d
+# rdma_both_ways SRV_ADDR CLI_ADDR BYTES: librsock's stream both ways at once
+# between a (client at CLI_ADDR) and b (server at SRV_ADDR), BYTES each way:
+# checksums equal, the bytes on both rxe devices and in both ends' counters.
+rdma_both_ways() {
+	local n=$3 d
 	d=$(peer_dir srv)
 	wire_snapshot s
-	stream_pair "$ADDR_B" "$ADDR_A" $n 0 "$(rsock_in srv "$d")" "$(rsock_in cli "$PWD")"
+	stream_pair "$1" "$2" $n 0 "$(rsock_in srv "$d")" "$(rsock_in cli "$PWD")"
 	wait_bg "$CLI_PID" 120
 	peer_wait srv 60
 	streams_match cli.out "$d/out"
 	wire_crossed s $n $n
 	stats_rdma cli.log $n tx
 	stats_rdma cli.log $n rx
+	stats_rdma "$d/srv.log" $n tx
 	stats_rdma "$d/srv.log" $n rx
 	tap_note "a: $(grep took cli.out), b: $(grep took "$d/out")"
 }
 
+@test "wire: librsock's stream both ways at once, 8 MB each, checksums equal, the bytes on both rxe devices" {
+	rdma_both_ways "$ADDR_B" "$ADDR_A" 8000000
+}
+
 @test "wire: librsock's stream both ways over IPv6 (RoCEv2 on IPv6), 4 MB each, checksums equal, the bytes on both rxe devices" {
-	local n=4000000 d
-	d=$(peer_dir srv)
-	wire_snapshot s
-	stream_pair "$ADDR_B6" "$ADDR_A6" $n 0 "$(rsock_in srv "$d")" "$(rsock_in cli "$PWD")"
-	wait_bg "$CLI_PID" 120
-	peer_wait srv 60
-	streams_match cli.out "$d/out"
-	wire_crossed s $n $n
-	stats_rdma cli.log $n tx
-	stats_rdma "$d/srv.log" $n tx
+	rdma_both_ways "$ADDR_B6" "$ADDR_A6" 4000000
 }
 
 @test "wire: a librsock client of a plain server in b falls back to kernel TCP: intact both ways, nothing on RDMA" {
