@@ -9,34 +9,29 @@
 
 #include "event/epoll.h"
 
-/* A new epoll descriptor (or -1 from libc) is tracked; errno is kept. */
+/* A new epoll descriptor (or -1 from libc) is tracked. */
 static int track_new(int fd)
 {
-	if (fd >= 0 && shim_active()) {
-		int saved = errno;
+	if (fd >= 0 && shim_active())
 		ep_track_new(fd);
-		errno = saved;
-	}
 	return fd;
 }
 
 RSOCK_EXPORT int epoll_create(int size)
 {
-	return track_new(REAL_CALL(epoll_create, size));
+	return SHIM_KEPT(track_new(REAL_CALL(epoll_create, size)));
 }
 
 RSOCK_EXPORT int epoll_create1(int flags)
 {
-	return track_new(REAL_CALL(epoll_create1, flags));
+	return SHIM_KEPT(track_new(REAL_CALL(epoll_create1, flags)));
 }
 
-RSOCK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+SHIM_SLOW_FN(int, epoll_ctl_slow, (int epfd, int op, int fd, struct epoll_event *ev), (epfd, op, fd, ev))
 {
 	struct conn *c;
 	int rc;
 
-	if (shim_fast(fd))
-		return rsock_real.epoll_ctl(epfd, op, fd, ev);
 	if (!(c = shim_conn(fd)))
 		return REAL_CALL(epoll_ctl, epfd, op, fd, ev);
 	rc = ep_ctl(epfd, op, fd, c, ev);
@@ -46,18 +41,34 @@ RSOCK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	return (int)shim_ret(rc);
 }
 
-/* The wait of an instance event/epoll/ drives, or EP_PASS. */
-static int wait_slow(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
-		     const sigset_t *mask)
+RSOCK_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	if (shim_fast(fd))
+		return rsock_real.epoll_ctl(epfd, op, fd, ev);
+	return epoll_ctl_slow(epfd, op, fd, ev);
+}
+
+/* The wait of an instance event/epoll/ drives (its result), else that of
+ * the kernel's epoll_pwait2 or, without it, of real (epoll_pwait's
+ * arguments, timeout ms). */
+SHIM_SLOW_FN(int, wait_slow,
+	     (int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
+	      const sigset_t *mask, int timeout, int use_pwait2),
+	     (epfd, ev, max, tmo, mask, timeout, use_pwait2))
 {
 	struct conn *c;
-	int rc;
+	int rc = EP_PASS;
 
-	if (!shim_active() || !(c = fdtab_get(epfd)))
-		return EP_PASS;
-	rc = c->instance ? ep_wait(c, epfd, ev, max, tmo, mask) : EP_PASS;
-	conn_unref(c);
-	return rc;
+	if (shim_active() && (c = fdtab_get(epfd))) {
+		if (c->instance)
+			rc = ep_wait(c, epfd, ev, max, tmo, mask);
+		conn_unref(c);
+	}
+	if (rc != EP_PASS)
+		return (int)shim_ret(rc);
+	if (use_pwait2)
+		return REAL_CALL(epoll_pwait2, epfd, ev, max, tmo, mask);
+	return REAL_CALL(epoll_pwait, epfd, ev, max, timeout, mask);
 }
 
 static const struct timespec *ms_to_ts(int timeout, struct timespec *ts)
@@ -72,39 +83,26 @@ static const struct timespec *ms_to_ts(int timeout, struct timespec *ts)
 RSOCK_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
 	struct timespec ts;
-	int rc;
 
 	if (shim_fast(epfd))
 		return rsock_real.epoll_wait(epfd, ev, max, timeout);
-	rc = wait_slow(epfd, ev, max, ms_to_ts(timeout, &ts), NULL);
-	if (rc == EP_PASS)
-		return REAL_CALL(epoll_wait, epfd, ev, max, timeout);
-	return (int)shim_ret(rc);
+	return wait_slow(epfd, ev, max, ms_to_ts(timeout, &ts), NULL, timeout, 0);
 }
 
 RSOCK_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
 			     const sigset_t *mask)
 {
 	struct timespec ts;
-	int rc;
 
 	if (shim_fast(epfd))
 		return rsock_real.epoll_pwait(epfd, ev, max, timeout, mask);
-	rc = wait_slow(epfd, ev, max, ms_to_ts(timeout, &ts), mask);
-	if (rc == EP_PASS)
-		return REAL_CALL(epoll_pwait, epfd, ev, max, timeout, mask);
-	return (int)shim_ret(rc);
+	return wait_slow(epfd, ev, max, ms_to_ts(timeout, &ts), mask, timeout, 0);
 }
 
 RSOCK_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *tmo,
 			      const sigset_t *mask)
 {
-	int rc;
-
 	if (shim_fast(epfd) || !rsock_real.epoll_pwait2)
 		return REAL_CALL(epoll_pwait2, epfd, ev, max, tmo, mask);
-	rc = wait_slow(epfd, ev, max, tmo, mask);
-	if (rc == EP_PASS)
-		return REAL_CALL(epoll_pwait2, epfd, ev, max, tmo, mask);
-	return (int)shim_ret(rc);
+	return wait_slow(epfd, ev, max, tmo, mask, -1, 1);
 }

@@ -33,10 +33,8 @@ static int is_own_fd(int fd)
 	return fd >= 0 && ownfd_is(fd);
 }
 
-RSOCK_EXPORT int close(int fd)
+SHIM_SLOW_FN(int, close_slow, (int fd), (fd))
 {
-	if (shim_fast_fd(fd))
-		return rsock_real.close(fd);
 	if (shim_active()) {
 		if (is_own_fd(fd)) {
 			errno = EBADF;
@@ -48,6 +46,13 @@ RSOCK_EXPORT int close(int fd)
 			shim_forget(fd);
 	}
 	return REAL_CALL(close, fd);
+}
+
+RSOCK_EXPORT int close(int fd)
+{
+	if (shim_fast_fd(fd))
+		return rsock_real.close(fd);
+	return close_slow(fd);
 }
 
 static int sys_close_range(unsigned lo, unsigned hi, int flags)
@@ -82,12 +87,12 @@ static int close_range_sparing(unsigned lo, unsigned hi, int flags)
 RSOCK_EXPORT int close_range(unsigned int lo, unsigned int hi, int flags)
 {
 	/* What the kernel refuses (EINVAL) closes nothing: forget nothing. */
-	if (!shim_active() || lo > hi || (flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)))
-		return sys_close_range(lo, hi, flags);
-	return close_range_sparing(lo, hi, flags);
+	return SHIM_KEPT(!shim_active() || lo > hi || (flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC))
+				 ? sys_close_range(lo, hi, flags)
+				 : close_range_sparing(lo, hi, flags));
 }
 
-RSOCK_EXPORT void closefrom(int lo)
+static void closefrom_slow(int lo)
 {
 	if (lo < 0)
 		lo = 0; /* glibc clamps a negative bound: everything is closed */
@@ -111,6 +116,14 @@ RSOCK_EXPORT void closefrom(int lo)
 	}
 	if (n > 0)
 		free(own);
+}
+
+RSOCK_EXPORT void closefrom(int lo)
+{
+	int e0 = errno; /* closefrom returns nothing and never fails */
+
+	closefrom_slow(lo);
+	errno = e0;
 }
 
 /* stdio will carry the stream of c (on fd): glibc's FILE functions (fgets,
@@ -208,8 +221,12 @@ RSOCK_EXPORT int fclose(FILE *f)
 		errno = ENOSYS;
 		return EOF;
 	}
-	if (fd >= 0 && !shim_fast_fd(fd) && shim_active() && !shim_vforked() && !is_own_fd(fd))
-		shim_forget(fd);
+	if (fd >= 0 && !shim_fast_fd(fd)) {
+		int e0 = errno;
+		if (shim_active() && !shim_vforked() && !is_own_fd(fd))
+			shim_forget(fd);
+		errno = e0;
+	}
 	return rsock_real.fclose(f);
 }
 
@@ -224,13 +241,21 @@ RSOCK_EXPORT FILE *fdopen(int fd, const char *mode)
 		errno = ENOSYS;
 		return NULL;
 	}
-	if (shim_fast(fd) || !(c = shim_conn(fd)))
+	if (shim_fast(fd))
 		return rsock_real.fdopen(fd, mode);
+	int e0 = errno;
+	if (!(c = shim_conn(fd))) {
+		errno = e0;
+		return rsock_real.fdopen(fd, mode);
+	}
 	s = shim_to_tcp(c, fd, "stdio");
+	errno = e0;
 	f = rsock_real.fdopen(fd, mode);
 	if (f && reads && s)
 		prefix_to_file(s, f, fd);
 	conn_unref(c);
+	if (f)
+		errno = e0;
 	return f;
 }
 
@@ -241,16 +266,17 @@ RSOCK_EXPORT int dup(int fd)
 	if (shim_fast(fd))
 		return rsock_real.dup(fd);
 	nfd = REAL_CALL(dup, fd);
-	if (nfd >= 0 && shim_active()) {
+	if (nfd >= 0) {
 		int saved = errno;
-		dup_track(fd, nfd);
+		if (shim_active())
+			dup_track(fd, nfd);
 		errno = saved;
 	}
 	return nfd;
 }
 
 /* dup2/dup3 onto newfd: whatever newfd was is gone. */
-static int dup_onto(int oldfd, int newfd, int flags, int is3)
+SHIM_SLOW_FN(int, dup_onto, (int oldfd, int newfd, int flags, int is3), (oldfd, newfd, flags, is3))
 {
 	int r, saved, own, active = shim_active();
 
@@ -297,12 +323,14 @@ RSOCK_EXPORT int dup3(int oldfd, int newfd, int flags)
 /* fcntl's optional argument is read as a pointer whatever its type, as glibc
  * itself does: on the LP64 ABIs an int vararg occupies a full slot, and the
  * real fcntl reads it back as the type the command expects. */
-static RSOCK_COLD int fcntl_slow(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+SHIM_SLOW_FN(int, fcntl_slow, (int (*real)(int, int, ...), int fd, int cmd, void *arg),
+	     (real, fd, cmd, arg))
 {
 	int r, saved;
 
 	if (!real)
 		return (errno = ENOSYS, -1);
+	shim_active();
 	r = real(fd, cmd, arg);
 	if (r < 0 || !shim_active())
 		return r;
@@ -329,7 +357,6 @@ RSOCK_EXPORT int fcntl(int fd, int cmd, ...)
 	va_end(ap);
 	if (shim_fast(fd))
 		return rsock_real.fcntl(fd, cmd, arg);
-	shim_active();
 	return fcntl_slow(rsock_real.fcntl, fd, cmd, arg);
 }
 
@@ -343,11 +370,10 @@ RSOCK_EXPORT int fcntl64(int fd, int cmd, ...)
 	va_end(ap);
 	if (shim_fast(fd) && rsock_real.fcntl64)
 		return rsock_real.fcntl64(fd, cmd, arg);
-	shim_active();
 	return fcntl_slow(rsock_real.fcntl64 ? rsock_real.fcntl64 : rsock_real.fcntl, fd, cmd, arg);
 }
 
-static RSOCK_COLD int ioctl_slow(int fd, unsigned long req, void *arg)
+SHIM_SLOW_FN(int, ioctl_slow, (int fd, unsigned long req, void *arg), (fd, req, arg))
 {
 	struct conn *c = shim_conn(fd);
 	int r;

@@ -33,7 +33,7 @@
  * size and laid out as unlikely). */
 #define RSOCK_SLOW RSOCK_NOINLINE
 
-static RSOCK_SLOW ssize_t read_slow(int fd, void *buf, size_t n)
+SHIM_SLOW_FN(ssize_t, read_slow, (int fd, void *buf, size_t n), (fd, buf, n))
 {
 	struct iovec v = {buf, n};
 	IO_SHIM(rx, fd, 0, rdma_recv(c_, s_, &v, 1, 0), REAL_CALL(read, fd, buf, n));
@@ -46,7 +46,7 @@ RSOCK_EXPORT ssize_t read(int fd, void *buf, size_t n)
 	return read_slow(fd, buf, n);
 }
 
-static RSOCK_SLOW ssize_t readv_slow(int fd, const struct iovec *iov, int iovcnt)
+SHIM_SLOW_FN(ssize_t, readv_slow, (int fd, const struct iovec *iov, int iovcnt), (fd, iov, iovcnt))
 {
 	IO_SHIM(rx, fd, 0, rdma_recv(c_, s_, iov, iovcnt, 0), REAL_CALL(readv, fd, iov, iovcnt));
 }
@@ -58,7 +58,7 @@ RSOCK_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	return readv_slow(fd, iov, iovcnt);
 }
 
-static RSOCK_SLOW ssize_t write_slow(int fd, const void *buf, size_t n)
+SHIM_SLOW_FN(ssize_t, write_slow, (int fd, const void *buf, size_t n), (fd, buf, n))
 {
 	struct iovec v = {(void *)buf, n};
 	IO_SHIM(tx, fd, 0, rdma_send(c_, s_, fd, &v, 1, 0), REAL_CALL(write, fd, buf, n));
@@ -71,7 +71,7 @@ RSOCK_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	return write_slow(fd, buf, n);
 }
 
-static RSOCK_SLOW ssize_t writev_slow(int fd, const struct iovec *iov, int iovcnt)
+SHIM_SLOW_FN(ssize_t, writev_slow, (int fd, const struct iovec *iov, int iovcnt), (fd, iov, iovcnt))
 {
 	IO_SHIM(tx, fd, 0, rdma_send(c_, s_, fd, iov, iovcnt, 0), REAL_CALL(writev, fd, iov, iovcnt));
 }
@@ -83,7 +83,7 @@ RSOCK_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	return writev_slow(fd, iov, iovcnt);
 }
 
-static RSOCK_SLOW ssize_t send_slow(int fd, const void *buf, size_t n, int flags)
+SHIM_SLOW_FN(ssize_t, send_slow, (int fd, const void *buf, size_t n, int flags), (fd, buf, n, flags))
 {
 	struct iovec v = {(void *)buf, n};
 	IO_SHIM(tx, fd, 0, rdma_send(c_, s_, fd, &v, 1, flags), REAL_CALL(send, fd, buf, n, flags));
@@ -96,8 +96,8 @@ RSOCK_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	return send_slow(fd, buf, n, flags);
 }
 
-static RSOCK_SLOW ssize_t sendto_slow(int fd, const void *buf, size_t n, int flags,
-				      __CONST_SOCKADDR_ARG addr, socklen_t alen)
+SHIM_SLOW_FN(ssize_t, sendto_slow, (int fd, const void *buf, size_t n, int flags,
+				      __CONST_SOCKADDR_ARG addr, socklen_t alen), (fd, buf, n, flags, addr, alen))
 {
 	struct iovec v = {(void *)buf, n};
 	/* A connected TCP socket ignores the address (EISCONN only for other types). */
@@ -152,7 +152,7 @@ static RSOCK_COLD void pass_fds(const struct msghdr *msg)
 	}
 }
 
-static RSOCK_SLOW ssize_t sendmsg_slow(int fd, const struct msghdr *msg, int flags)
+SHIM_SLOW_FN(ssize_t, sendmsg_slow, (int fd, const struct msghdr *msg, int flags), (fd, msg, flags))
 {
 	int outside = msg_outside(msg);
 
@@ -170,7 +170,7 @@ RSOCK_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	return sendmsg_slow(fd, msg, flags);
 }
 
-static RSOCK_SLOW ssize_t recv_slow(int fd, void *buf, size_t n, int flags)
+SHIM_SLOW_FN(ssize_t, recv_slow, (int fd, void *buf, size_t n, int flags), (fd, buf, n, flags))
 {
 	struct iovec v = {buf, n};
 	IO_SHIM(rx, fd, flags, rdma_recv(c_, s_, &v, 1, flags), REAL_CALL(recv, fd, buf, n, flags));
@@ -195,8 +195,8 @@ static ssize_t rdma_recvfrom(struct conn *c, struct path_stream *s, void *buf, s
 	return r;
 }
 
-static RSOCK_SLOW ssize_t recvfrom_slow(int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
-					socklen_t *alen)
+SHIM_SLOW_FN(ssize_t, recvfrom_slow, (int fd, void *buf, size_t n, int flags, __SOCKADDR_ARG addr,
+					socklen_t *alen), (fd, buf, n, flags, addr, alen))
 {
 	IO_SHIM(rx, fd, flags, rdma_recvfrom(c_, s_, buf, n, flags, SA(addr) ? alen : NULL),
 		REAL_CALL(recvfrom, fd, buf, n, flags, addr, alen));
@@ -224,7 +224,7 @@ static ssize_t rdma_recvmsg(struct conn *c, struct path_stream *s, struct msghdr
 	return r;
 }
 
-static RSOCK_SLOW ssize_t recvmsg_slow(int fd, struct msghdr *msg, int flags)
+SHIM_SLOW_FN(ssize_t, recvmsg_slow, (int fd, struct msghdr *msg, int flags), (fd, msg, flags))
 {
 	IO_SHIM(rx, fd, flags, rdma_recvmsg(c_, s_, msg, flags), REAL_CALL(recvmsg, fd, msg, flags));
 }
@@ -287,7 +287,7 @@ static int rdma_mmsg(struct conn *c, struct path_stream *s, int fd, struct mmsgh
 	return i ? (int)i : (int)r;
 }
 
-static RSOCK_SLOW int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vlen, int flags)
+SHIM_SLOW_FN(int, sendmmsg_slow, (int fd, struct mmsghdr *vec, unsigned int vlen, int flags), (fd, vec, vlen, flags))
 {
 	struct conn *c;
 	struct path_stream *s;
@@ -325,8 +325,8 @@ RSOCK_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int fl
 	return sendmmsg_slow(fd, vec, vlen, flags);
 }
 
-static RSOCK_SLOW int recvmmsg_slow(int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
-				    struct timespec *tmo)
+SHIM_SLOW_FN(int, recvmmsg_slow, (int fd, struct mmsghdr *vec, unsigned int vlen, int flags,
+				    struct timespec *tmo), (fd, vec, vlen, flags, tmo))
 {
 	struct conn *c;
 	struct path_stream *s;

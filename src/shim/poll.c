@@ -40,15 +40,28 @@ static inline int poll_fast(const struct pollfd *fds, nfds_t n)
 	return 1;
 }
 
-RSOCK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+SHIM_SLOW_FN(int, poll_slow, (struct pollfd *fds, nfds_t n, int timeout), (fds, n, timeout))
 {
 	struct timespec ts = {timeout / 1000, (timeout % 1000) * 1000000L};
 
-	if (poll_fast(fds, n))
-		return rsock_real.poll(fds, n, timeout);
 	if (shim_active() && event_any_rdma_pollfd(fds, n))
 		return (int)shim_ret(event_poll(fds, n, timeout < 0 ? NULL : &ts, NULL));
 	return REAL_CALL(poll, fds, n, timeout);
+}
+
+RSOCK_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	if (poll_fast(fds, n))
+		return rsock_real.poll(fds, n, timeout);
+	return poll_slow(fds, n, timeout);
+}
+
+SHIM_SLOW_FN(int, ppoll_slow, (struct pollfd *fds, nfds_t n, const struct timespec *tmo,
+		       const sigset_t *mask), (fds, n, tmo, mask))
+{
+	if (!shim_ptr_bad(tmo, sizeof(*tmo)) && shim_active() && event_any_rdma_pollfd(fds, n))
+		return (int)shim_ret(event_poll(fds, n, tmo, mask));
+	return REAL_CALL(ppoll, fds, n, tmo, mask);
 }
 
 RSOCK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
@@ -56,9 +69,7 @@ RSOCK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo,
 {
 	if (poll_fast(fds, n))
 		return rsock_real.ppoll(fds, n, tmo, mask);
-	if (!shim_ptr_bad(tmo, sizeof(*tmo)) && shim_active() && event_any_rdma_pollfd(fds, n))
-		return (int)shim_ret(event_poll(fds, n, tmo, mask));
-	return REAL_CALL(ppoll, fds, n, tmo, mask);
+	return ppoll_slow(fds, n, tmo, mask);
 }
 
 /* An fd_set the kernel would refuse (EFAULT), for the nfds it reads: the
@@ -75,7 +86,7 @@ static int fdsets_bad(int nfds, const fd_set *r, const fd_set *w, const fd_set *
 	return fdset_bad(nfds, r) || fdset_bad(nfds, w) || fdset_bad(nfds, e);
 }
 
-RSOCK_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
+SHIM_SLOW_FN(int, select_slow, (int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo), (nfds, r, w, e, tmo))
 {
 	if (!fdsets_bad(nfds, r, w, e) && !shim_ptr_bad(tmo, sizeof(*tmo)) && shim_active() &&
 	    event_any_rdma_fdset(nfds, r, w, e)) {
@@ -95,8 +106,13 @@ RSOCK_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeva
 	return REAL_CALL(select, nfds, r, w, e, tmo);
 }
 
-RSOCK_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
-			 const sigset_t *mask)
+RSOCK_EXPORT int select(int nfds, fd_set *r, fd_set *w, fd_set *e, struct timeval *tmo)
+{
+	return select_slow(nfds, r, w, e, tmo);
+}
+
+SHIM_SLOW_FN(int, pselect_slow, (int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
+			 const sigset_t *mask), (nfds, r, w, e, tmo, mask))
 {
 	if (!fdsets_bad(nfds, r, w, e) && !shim_ptr_bad(tmo, sizeof(*tmo)) && shim_active() &&
 	    event_any_rdma_fdset(nfds, r, w, e)) {
@@ -106,6 +122,12 @@ RSOCK_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct
 		return (int)shim_ret(event_select(nfds, r, w, e, tmo ? &ts : NULL, mask));
 	}
 	return REAL_CALL(pselect, nfds, r, w, e, tmo, mask);
+}
+
+RSOCK_EXPORT int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *tmo,
+			 const sigset_t *mask)
+{
+	return pselect_slow(nfds, r, w, e, tmo, mask);
 }
 
 RSOCK_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)

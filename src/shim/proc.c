@@ -15,11 +15,10 @@
 
 RSOCK_EXPORT pid_t fork(void)
 {
-	if (!shim_active())
-		return REAL_CALL(fork);
 	/* The library's locks are taken across the fork, and ho_forks counted,
-	 * by the handlers init.c registers with pthread_atfork. */
-	return rsock_real.fork();
+	 * by the handlers init.c registers with pthread_atfork (their work
+	 * leaves errno alone too, in both processes). */
+	return SHIM_KEPT(shim_active() ? rsock_real.fork() : REAL_CALL(fork));
 }
 
 /* vfork cannot be wrapped by a C function: the child would return from our
@@ -202,13 +201,15 @@ RSOCK_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_fil
 			     const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	char **env;
-	int r;
+	int r, e0;
 
 	if (!rsock_real.posix_spawn)
 		return ENOSYS;
+	e0 = errno; /* an error is the result: errno stays the application's */
 	env = exec_prepare(envp);
 	r = rsock_real.posix_spawn(pid, path, fa, attr, argv, env);
 	exec_done(env, envp);
+	errno = e0;
 	return r;
 }
 
@@ -216,13 +217,15 @@ RSOCK_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_fi
 			      const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	char **env;
-	int r;
+	int r, e0;
 
 	if (!rsock_real.posix_spawnp)
 		return ENOSYS;
+	e0 = errno; /* an error is the result: errno stays the application's */
 	env = exec_prepare(envp);
 	r = rsock_real.posix_spawnp(pid, file, fa, attr, argv, env);
 	exec_done(env, envp);
+	errno = e0;
 	return r;
 }
 
@@ -255,7 +258,7 @@ static void env_swap_out(char **old)
 RSOCK_EXPORT int system(const char *cmd)
 {
 	char **old;
-	int r;
+	int r, e0, e;
 
 	if (!rsock_real.system) {
 		errno = ENOSYS;
@@ -263,9 +266,12 @@ RSOCK_EXPORT int system(const char *cmd)
 	}
 	if (!cmd) /* is there a shell */
 		return rsock_real.system(cmd);
+	e0 = errno;
 	old = env_swap_in();
 	r = rsock_real.system(cmd);
+	e = errno;
 	env_swap_out(old);
+	errno = r == -1 ? e : e0;
 	return r;
 }
 
@@ -273,14 +279,18 @@ RSOCK_EXPORT FILE *popen(const char *cmd, const char *type)
 {
 	char **old;
 	FILE *f;
+	int e0, e;
 
 	if (!rsock_real.popen) {
 		errno = ENOSYS;
 		return NULL;
 	}
+	e0 = errno;
 	old = env_swap_in();
 	f = rsock_real.popen(cmd, type);
+	e = errno;
 	env_swap_out(old);
+	errno = f ? e0 : e;
 	return f;
 }
 

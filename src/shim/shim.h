@@ -127,6 +127,45 @@ static inline long shim_ret(long r)
 	return r;
 }
 
+/* What a call that succeeds leaves in errno: the application's value, as
+ * the kernel's system calls do (programs test errno after a loop of calls,
+ * nuttcp among them). The library's own calls on the way may fail and be
+ * dealt with (the EAGAIN of a drained channel, a cache file not made yet),
+ * so every wrapper's slow path runs inside SHIM_KEPT, which puts the
+ * application's value back unless the call fails (-1). The fast path
+ * (libc at once) needs nothing. */
+#define SHIM_KEPT(call)                                    \
+	__extension__({                                    \
+		int e0_ = errno;                           \
+		__typeof__(call) r_ = (call);              \
+		if (RSOCK_LIKELY(r_ != -1))                \
+			errno = e0_;                       \
+		r_;                                        \
+	})
+
+/* The slow path of a wrapper that has a fast one, as a function that keeps
+ * errno (SHIM_KEPT) around its body, out of line: the fast path stays a
+ * test and a jump (no frame for the saved value). Used as
+ *   SHIM_SLOW_FN(ssize_t, read_slow, (int fd, void *buf, size_t n), (fd, buf, n))
+ *   { ...the body... }                                                  */
+#define SHIM_SLOW_FN(ret, name, params, args)                                 \
+	static inline __attribute__((always_inline)) ret name##_body params;  \
+	static RSOCK_NOINLINE ret name params                                 \
+	{                                                                     \
+		return SHIM_KEPT(name##_body args);                           \
+	}                                                                     \
+	static inline __attribute__((always_inline)) ret name##_body params
+
+/* shim_active() for a call that goes to libc afterwards whatever it says:
+ * the initialisation it may run leaves errno alone. */
+static RSOCK_NOINLINE RSOCK_MAYBE_UNUSED int shim_active_quiet(void)
+{
+	int e0 = errno, r = shim_active();
+
+	errno = e0;
+	return r;
+}
+
 /* -errno of a libc-style result (r == -1 with errno set). */
 static inline long shim_neg(long r)
 {
@@ -143,7 +182,7 @@ static inline long shim_neg(long r)
 	do {                                                         \
 		if (shim_fast(fd))                                   \
 			return rsock_real.name(__VA_ARGS__);         \
-		shim_active();                                       \
+		shim_active_quiet();                                 \
 		return REAL_CALL(name, __VA_ARGS__);                 \
 	} while (0)
 

@@ -36,7 +36,7 @@ struct conn *shim_track_new(int fd, int domain, enum conn_role role, enum conn_p
 	return c; /* the caller drops this reference */
 }
 
-RSOCK_EXPORT int socket(int domain, int type, int protocol)
+SHIM_SLOW_FN(int, socket_slow, (int domain, int type, int protocol), (domain, type, protocol))
 {
 	int fd;
 
@@ -49,11 +49,15 @@ RSOCK_EXPORT int socket(int domain, int type, int protocol)
 	return fd;
 }
 
+RSOCK_EXPORT int socket(int domain, int type, int protocol)
+{
+	return socket_slow(domain, type, protocol);
+}
+
 RSOCK_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 {
 	/* AF_UNIX only in practice: nothing to carry over RDMA. */
-	shim_active();
-	return REAL_CALL(socketpair, domain, type, protocol, sv);
+	return SHIM_KEPT((shim_active(), REAL_CALL(socketpair, domain, type, protocol, sv)));
 }
 
 RSOCK_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
@@ -83,7 +87,7 @@ static void listen_beacon(struct conn *c, const struct sockaddr_storage *ss, soc
 	}
 }
 
-RSOCK_EXPORT int listen(int fd, int backlog)
+SHIM_SLOW_FN(int, listen_slow, (int fd, int backlog), (fd, backlog))
 {
 	struct conn *c = shim_conn(fd);
 	struct sockaddr_storage ss;
@@ -116,6 +120,11 @@ RSOCK_EXPORT int listen(int fd, int backlog)
 	conn_unref(c);
 	errno = saved;
 	return r;
+}
+
+RSOCK_EXPORT int listen(int fd, int backlog)
+{
+	return listen_slow(fd, backlog);
 }
 
 static int accept_common(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags, int is4)
@@ -192,12 +201,12 @@ again:
 
 RSOCK_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *len)
 {
-	return accept_common(fd, addr, len, 0, 0);
+	return SHIM_KEPT(accept_common(fd, addr, len, 0, 0));
 }
 
 RSOCK_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *len, int flags)
 {
-	return accept_common(fd, addr, len, flags, 1);
+	return SHIM_KEPT(accept_common(fd, addr, len, flags, 1));
 }
 
 /* Wait (bounded by the handshake time) for a non-blocking connect to
@@ -297,7 +306,7 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 	return r;
 }
 
-RSOCK_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+SHIM_SLOW_FN(int, connect_slow, (int fd, __CONST_SOCKADDR_ARG addr, socklen_t len), (fd, addr, len))
 {
 	struct conn *c = shim_conn(fd);
 	int r;
@@ -309,7 +318,12 @@ RSOCK_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	return r;
 }
 
-static RSOCK_COLD int shutdown_slow(int fd, int how)
+RSOCK_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	return connect_slow(fd, addr, len);
+}
+
+SHIM_SLOW_FN(int, shutdown_slow, (int fd, int how), (fd, how))
 {
 	struct conn *c = shim_conn(fd);
 	int r;
@@ -369,7 +383,7 @@ static int sockopt_kept(int name)
 	}
 }
 
-static RSOCK_COLD int setsockopt_slow(int fd, int level, int name, const void *val, socklen_t len)
+SHIM_SLOW_FN(int, setsockopt_slow, (int fd, int level, int name, const void *val, socklen_t len), (fd, level, name, val, len))
 {
 	struct conn *c = shim_conn(fd);
 	int r = REAL_CALL(setsockopt, fd, level, name, val, len);

@@ -38,7 +38,7 @@ static ssize_t rdma_sendfile(struct conn *c, struct path_stream *s, int out_fd, 
 	return sent;
 }
 
-static RSOCK_COLD ssize_t sendfile_slow(int out_fd, int in_fd, off_t *off, size_t n)
+SHIM_SLOW_FN(ssize_t, sendfile_slow, (int out_fd, int in_fd, off_t *off, size_t n), (out_fd, in_fd, off, n))
 {
 	off64_t o = off ? *off : 0;
 	ssize_t r;
@@ -182,8 +182,8 @@ static ssize_t splice_to_stream(struct conn *c, struct path_stream *s, int fd, i
 	return sent;
 }
 
-static RSOCK_COLD ssize_t splice_slow(int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
-				      unsigned int flags)
+SHIM_SLOW_FN(ssize_t, splice_slow, (int in, loff_t *off_in, int out, loff_t *off_out, size_t len,
+				      unsigned int flags), (in, off_in, out, off_out, len, flags))
 {
 	struct conn *c;
 	struct path_stream *s;

@@ -47,6 +47,13 @@ run_three() {
 	done
 }
 
+@test "errno: every socket call sockcheck makes that succeeds leaves errno alone, and every one that fails sets it, plain and under the library (errnowatch)" {
+	bounded env ERRNOWATCH_LOG="$PWD/plain.errno" LD_PRELOAD="$ERRNOWATCH" "$SOCKCHECK" >plain.out
+	bounded env ERRNOWATCH_LOG="$PWD/preload.errno" LD_PRELOAD="$(rsock_preload_watched)" "$SOCKCHECK" >preload.out
+	diff -u plain.out preload.out
+	errno_kept plain.errno preload.errno
+}
+
 @test "sockcheck: output is stable between two plain runs" {
 	bounded "$SOCKCHECK" >a.out
 	bounded "$SOCKCHECK" >b.out

@@ -60,7 +60,7 @@ require_cmd() {
 # require_build: the library, the wrapper and the test programs exist.
 require_build() {
 	local f
-	for f in "$RSOCK_LIB" "$RSOCK_RUN" "$SOCKCHECK" "$FORTIFY" "$EARLY_MAIN" "$EARLY_LIBDIR/libearly.so"; do
+	for f in "$RSOCK_LIB" "$RSOCK_RUN" "$SOCKCHECK" "$FORTIFY" "$EARLY_MAIN" "$EARLY_LIBDIR/libearly.so" "$ERRNOWATCH"; do
 		if [ ! -e "$f" ]; then
 			echo "missing build product $f (RSOCK_BUILD_DIR=$RSOCK_BUILD_DIR): run 'make && make progs' there" >&2
 			return 1
@@ -73,6 +73,29 @@ require_build() {
 # The LD_PRELOAD value: sanitizer runtimes first, then librsock.
 rsock_preload_value() {
 	printf '%s\n' "${RSOCK_SAN_PRELOAD:+$RSOCK_SAN_PRELOAD:}$RSOCK_LIB"
+}
+
+# test/progs/errnowatch.c: put in front of librsock, it checks that every
+# socket call that succeeds leaves errno alone and every one that fails sets
+# it, and writes each breach to the file ERRNOWATCH_LOG.
+ERRNOWATCH=$PROGS/.libs/errnowatch.so
+
+# The LD_PRELOAD value with errnowatch in front of librsock.
+rsock_preload_watched() {
+	printf '%s\n' "${RSOCK_SAN_PRELOAD:+$RSOCK_SAN_PRELOAD:}$ERRNOWATCH:$RSOCK_LIB"
+}
+
+# errno_kept LOG...: no errnowatch breach was written to any LOG.
+errno_kept() {
+	local f bad=0
+	for f in "$@"; do
+		if [ -s "$f" ]; then
+			echo "errno breaches in $f:" >&2
+			sort "$f" | uniq -c | sort -rn | head -n 20 >&2
+			bad=1
+		fi
+	done
+	return "$bad"
 }
 
 # resolve_cmd CMD...: set the array CMD to the real command line for CMD,

@@ -136,10 +136,15 @@ load rsock
 	# connection is plain read()/write() and goes over RDMA.
 	start_bg srv env $(rsock_env srv) nuttcp -S --nofork -P "$cport" -p "$dport"
 	wait_for_port "$cport" 30 "$BG_PID"
-	bounded 60 env $(rsock_env cli) nuttcp -P "$cport" -p "$dport" -T 2 "$ADDR_B" >tx.txt
-	bounded 60 env $(rsock_env cli2) nuttcp -r -P "$cport" -p "$dport" -T 2 "$ADDR_B" >rx.txt
+	# nuttcp tests errno after its transfer loop ("Error: IO" when a call
+	# that succeeded changed it): errnowatch names such a call.
+	bounded 60 env $(rsock_env cli) ERRNOWATCH_LOG="$PWD/tx.errno" LD_PRELOAD="$(rsock_preload_watched)" \
+		nuttcp -P "$cport" -p "$dport" -T 2 "$ADDR_B" >tx.txt
+	bounded 60 env $(rsock_env cli2) ERRNOWATCH_LOG="$PWD/rx.errno" LD_PRELOAD="$(rsock_preload_watched)" \
+		nuttcp -r -P "$cport" -p "$dport" -T 2 "$ADDR_B" >rx.txt
 	grep -q Mbps tx.txt || { cat tx.txt >&2; false; }
 	grep -q Mbps rx.txt || { cat rx.txt >&2; false; }
+	errno_kept tx.errno rx.errno
 	stats_rdma cli.log 10000000 tx
 	stats_rdma cli2.log 10000000 rx
 }

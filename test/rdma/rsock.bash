@@ -159,23 +159,26 @@ stats_only_rdma() {
 # differential PROG [SERVER_ADDR CLIENT_ADDR]: run a differential program
 # (test/progs/pair.h; default addresses B and A) over
 # kernel TCP, then over librsock (RDMA asserted per stream and by the device
-# counters), and compare what the application observed.
+# counters), and compare what the application observed, errno after every
+# socket call included (errnowatch).
 differential() {
 	local prog=$1 srv=${2:-$ADDR_B} cli=${3:-$ADDR_A} port
 	port=$(free_port)
-	bounded 120 env -u LD_PRELOAD "$PROGS/$prog" "$srv" "$cli" "$port" >tcp.txt 2>tcp.err || {
+	bounded 120 env ERRNOWATCH_LOG="$PWD/tcp.errno" LD_PRELOAD="$ERRNOWATCH" \
+		"$PROGS/$prog" "$srv" "$cli" "$port" >tcp.txt 2>tcp.err || {
 		cat tcp.txt tcp.err >&2
 		false
 	}
 	port=$(free_port)
 	rdma_snapshot
 	bounded 120 env RSOCK_EXPECT_TRANSPORT=3 RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/rdma.log" \
-		LD_PRELOAD="$(rsock_preload_value)" "$PROGS/$prog" "$srv" "$cli" "$port" \
-		>rdma.txt 2>rdma.err || {
+		ERRNOWATCH_LOG="$PWD/rdma.errno" LD_PRELOAD="$(rsock_preload_watched)" \
+		"$PROGS/$prog" "$srv" "$cli" "$port" >rdma.txt 2>rdma.err || {
 		cat rdma.txt rdma.err rdma.log >&2
 		false
 	}
 	diff -u tcp.txt rdma.txt >&2
+	errno_kept tcp.errno rdma.errno
 	rdma_crossed 20
 	echo "# $(wc -l <tcp.txt) observations identical over kernel TCP and RDMA" >&3
 }
