@@ -9,6 +9,8 @@ librsock_core_la_SOURCES += \
 	src/base/proc.c \
 	src/base/proc.h \
 	src/base/log.c \
+	src/base/mtx.c \
+	src/base/mtx.h \
 	src/base/log.h \
 	src/base/real.c \
 	src/base/real.h \

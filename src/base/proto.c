@@ -524,20 +524,6 @@ int proto_switch_decode(const void *buf, size_t len, struct proto_switch *m)
 
 /* ---- immediate data ----------------------------------------------------- */
 
-/* An immediate every decoder refuses (FIN with a non-zero value). */
-#define IMM_POISON ((uint32_t)PROTO_IMM_FIN << 30 | PROTO_IMM_VALUE_MAX)
-
-/* Returns type << 30 | value. A type outside the enum or a value above
- * PROTO_IMM_VALUE_MAX gives an immediate that proto_imm_decode() refuses
- * instead of a silently truncated one; so do DATA/CREDIT with value 0 and
- * FIN/RESET with a non-zero value, by their natural encoding. */
-uint32_t proto_imm_encode(enum proto_imm_type type, uint32_t value)
-{
-	if ((unsigned)type > PROTO_IMM_RESET || value > PROTO_IMM_VALUE_MAX)
-		return IMM_POISON;
-	return (uint32_t)type << 30 | value;
-}
-
 /* Returns 0 with *type and *value set, or -EPROTO (DATA or CREDIT with value
  * 0, FIN or RESET with a non-zero value; outputs untouched then). */
 int proto_imm_decode(uint32_t imm, enum proto_imm_type *type, uint32_t *value)

@@ -114,10 +114,21 @@ int proto_hello_ack_decode(const void *buf, size_t len, struct proto_hello_ack *
 int proto_switch_encode(const struct proto_switch *m, void *buf, size_t len);
 int proto_switch_decode(const void *buf, size_t len, struct proto_switch *m);
 
-/* Immediate data: encode returns the value (a type or value out of range gives
- * one that decode refuses); decode returns 0 or -EPROTO (unknown type, value
- * out of range: 0 for DATA/CREDIT, non-zero for FIN/RESET). */
-uint32_t proto_imm_encode(enum proto_imm_type type, uint32_t value);
+/* An immediate every decoder refuses (FIN with a non-zero value). */
+#define PROTO_IMM_POISON ((uint32_t)PROTO_IMM_FIN << 30 | PROTO_IMM_VALUE_MAX)
+
+/* Immediate data: encode returns type << 30 | value, inline (every data
+ * message's); a type outside the enum or a value above PROTO_IMM_VALUE_MAX
+ * gives one that decode refuses instead of a silently truncated one, and so
+ * do DATA/CREDIT with value 0 and FIN/RESET with a non-zero value, by their
+ * natural encoding. decode returns 0 or -EPROTO (unknown type, value out of
+ * range: 0 for DATA/CREDIT, non-zero for FIN/RESET). */
+static inline uint32_t proto_imm_encode(enum proto_imm_type type, uint32_t value)
+{
+	if ((unsigned)type > PROTO_IMM_RESET || value > PROTO_IMM_VALUE_MAX)
+		return PROTO_IMM_POISON;
+	return (uint32_t)type << 30 | value;
+}
 int proto_imm_decode(uint32_t imm, enum proto_imm_type *type, uint32_t *value);
 
 #endif

@@ -33,9 +33,9 @@ int tp_shutdown_rd(struct tp *t, int fd)
 {
 	if (t->owner != rsock_pid() || tp_switched(t))
 		return tp_sw_enter(t) ? -EIO : rsock_real.shutdown(fd, SHUT_RD) ? -errno : 0;
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	t->rd_shut = 1;
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	/* The kernel socket's input ends too: that wakes every thread blocked
 	 * on this stream (they sleep on it), as TCP's shutdown wakes readers. */
 	return rsock_real.shutdown(fd, SHUT_RD) ? -errno : 0;
@@ -47,9 +47,9 @@ int tp_shutdown_wr(struct tp *t)
 
 	if (t->owner != rsock_pid() || tp_switched(t))
 		return tp_sw_enter(t) ? -EIO : rsock_real.shutdown(t->tcp_fd, SHUT_WR) ? -errno : 0;
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	if (tp_switched(t)) {
-		pthread_mutex_unlock(&t->lock);
+		mtx_unlock(&t->lock);
 		return rsock_real.shutdown(t->tcp_fd, SHUT_WR) ? -errno : 0;
 	}
 	if (!t->fin_sent) {
@@ -67,11 +67,11 @@ int tp_shutdown_wr(struct tp *t)
 			}
 		}
 		if (tp_switched(t)) {
-			pthread_mutex_unlock(&t->lock);
+			mtx_unlock(&t->lock);
 			return rsock_real.shutdown(t->tcp_fd, SHUT_WR) ? -errno : 0;
 		}
 	}
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	return rc == -EPIPE ? 0 : rc;
 }
 
@@ -174,13 +174,13 @@ void tp_close(struct tp *t, int abort)
 	 * semantics), so the stream moves to TCP instead of sending FIN, and
 	 * what was not read stays for the child (the prefix is kept open). */
 	forked = t->fork_gen != atomic_load(&ho_forks);
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	published = tp_switch_for_children(t, forked, clock_now_ms() + TP_SWITCH_MS, &pfd);
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	if (published)
 		ho_publish(&t->s, pfd);
 	ho_unregister(&t->s, forked);
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	if (t->up && !tp_switched(t) && !t->err)
 		tp_progress(t); /* a broken path fails over first */
 	if (tp_switched(t)) {
@@ -224,7 +224,7 @@ void tp_close(struct tp *t, int abort)
 		}
 	}
 	t->close_abort = abort;
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	/* What the peer must see (data, FIN or RESET) has reached it; the
 	 * rest is local work, left to the library's thread as TCP leaves a closed
 	 * socket to the kernel. */
@@ -264,7 +264,6 @@ static void teardown(struct tp *t, const char *when)
 	}
 	ownfd_close(t->tcp_fd);
 	tp_mem_free(t);
-	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
 
@@ -283,7 +282,7 @@ void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
 	unsigned busy;
 	int pfd;
 
-	if (t->owner != self || pthread_mutex_trylock(&t->lock))
+	if (t->owner != self || mtx_trylock(&t->lock))
 		return;
 	/* A child forked since the stream came up may hold the socket and go
 	 * on using it (a client that forks and exits, as `( ... ) & exit` in
@@ -293,7 +292,7 @@ void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
 	 * with none it goes on. */
 	if (until_ns - clock_now_ns() > 50 * 1000000LL &&
 	    tp_switch_for_children(t, t->fork_gen != atomic_load(&ho_forks), until_ns / 1000000, &pfd)) {
-		pthread_mutex_unlock(&t->lock);
+		mtx_unlock(&t->lock);
 		ho_publish(&t->s, pfd);
 		log_debug("fd %d: at exit, moved to TCP for a child that may hold it", t->tcp_fd);
 		return;
@@ -304,7 +303,7 @@ void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
 	if (busy)
 		log_debug("fd %d: at exit, %u posted writes awaited: %u left", t->tcp_fd, busy,
 			  t->sq_busy);
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 }
 
 void tp_fork_lock(void)

@@ -194,14 +194,14 @@ static void ops_publish(struct path_stream *s, struct statpub_slot *slot)
 {
 	struct tp *t = tp_of(s);
 
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	atomic_store_explicit(&t->pub, slot, memory_order_relaxed);
 	if (slot) {
 		statpub_rdma(slot, t->pd ? ibv_get_device_name(t->pd->context->device) : NULL,
 			     t->qp ? t->qp->qp_num : 0, t->rx.size, t->tx.size, t->peer.size);
 		tp_pub_credits(t);
 	}
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 }
 
 const struct path_ops tp_path_ops = {

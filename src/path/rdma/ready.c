@@ -68,14 +68,14 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 		}
 		return tp_sw_ready(t, seq);
 	}
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	tp_progress(t);
 	/* The control connection is looked at (a syscall) only when a waiter
 	 * saw it readable: nothing but FIN, RST or SWITCH ever comes on it. */
 	if (atomic_exchange_explicit(&t->ctl_dirty, 0, memory_order_relaxed))
 		tp_check_control(t);
 	if (tp_switched(t)) {
-		pthread_mutex_unlock(&t->lock);
+		mtx_unlock(&t->lock);
 		return tp_sw_ready(t, seq);
 	}
 	ev = ready_locked(t);
@@ -84,7 +84,7 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 		 * arming raised no event. */
 		int rc = tp_arm(t);
 		if (rc == -EACCES && tp_creds_lost(t)) {
-			pthread_mutex_unlock(&t->lock);
+			mtx_unlock(&t->lock);
 			return tp_sw_ready(t, seq);
 		}
 		if (rc)
@@ -92,13 +92,13 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 		if (tp_progress(t) || rc)
 			ev = ready_locked(t);
 		if (tp_switched(t)) { /* failed over */
-			pthread_mutex_unlock(&t->lock);
+			mtx_unlock(&t->lock);
 			return tp_sw_ready(t, seq);
 		}
 	}
 	if (seq)
 		*seq = atomic_load_explicit(&t->evseq, memory_order_relaxed);
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	return ev;
 }
 
@@ -114,10 +114,10 @@ int tp_readable_bytes(struct tp *t)
 		n = ho_pre_left(t->pre) + (uint64_t)(k > 0 ? k : 0);
 		return n > INT32_MAX ? INT32_MAX : (int)n;
 	}
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	tp_progress(t);
 	n = tp_unread(t);
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	if (tp_switched(t)) /* failed over meanwhile */
 		return tp_readable_bytes(t);
 	return n > INT32_MAX ? INT32_MAX : (int)n;

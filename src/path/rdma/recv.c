@@ -121,7 +121,7 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 				     : (size_t)atomic_load_explicit(&t->rcvlowat, memory_order_relaxed);
 	if (target > want)
 		target = want;
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	for (;;) {
 		/* Not again right after a wait that took the completions: the
 		 * event that ended a spin is read at once (a poll of the queue
@@ -131,7 +131,7 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 		polled = 0;
 		if (tp_switched(t)) {
 			/* Moved to TCP meanwhile: the rest comes from there. */
-			pthread_mutex_unlock(&t->lock);
+			mtx_unlock(&t->lock);
 			if (done && (!(flags & MSG_WAITALL) || (flags & MSG_PEEK)))
 				return (ssize_t)done;
 			r = tp_sw_recv(t, iov, iovcnt, done, flags);
@@ -186,7 +186,7 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 			break;
 		}
 	}
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	if (done)
 		return (ssize_t)done;
 	return r;

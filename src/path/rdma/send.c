@@ -255,7 +255,7 @@ static RSOCK_NOINLINE ssize_t send_locked(struct tp *t, const struct iovec *iov,
 		done += n;
 	}
 	tp_zc_end(t, &zc);
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	if (done)
 		return (ssize_t)done;
 	if (r)
@@ -270,15 +270,15 @@ ssize_t tp_send(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 
 	if (RSOCK_UNLIKELY(t->owner != rsock_pid() || tp_switched(t)))
 		return tp_sw_enter(t) ? -EIO : -ESHUTDOWN; /* the kernel socket sends */
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	if (RSOCK_UNLIKELY((r = tp_switched(t) ? -ESHUTDOWN : t->fin_sent ? -EPIPE : 0))) {
-		pthread_mutex_unlock(&t->lock);
+		mtx_unlock(&t->lock);
 		return r;
 	}
 	t->sink_waits = 0; /* it sends: its reads wait for answers */
 	if (iovcnt == 1 && (want = iov->iov_len) && want <= t->max_inline && !(flags & MSG_OOB) &&
 	    send_small(t, iov->iov_base, (uint32_t)want)) {
-		pthread_mutex_unlock(&t->lock);
+		mtx_unlock(&t->lock);
 		return (ssize_t)want;
 	}
 	return send_locked(t, iov, iovcnt, flags, nonblock);

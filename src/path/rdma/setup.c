@@ -55,7 +55,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	if (!t)
 		return -ENOMEM;
 	t->s.ops = &tp_path_ops;
-	pthread_mutex_init(&t->lock, NULL);
+	mtx_init(&t->lock);
 	t->owner = rsock_pid();
 	atomic_init(&t->ctl_dirty, 1);
 	/* A new stream's first waits are for the answer to its first request
@@ -129,7 +129,6 @@ fail:
 	tp_regs_free(t);
 	ownfd_close(t->tcp_fd);
 	tp_mem_free(t);
-	pthread_mutex_destroy(&t->lock);
 	free(t);
 	return rc;
 }
@@ -177,7 +176,7 @@ int tp_create_cq(struct tp *t)
 	struct ibv_context *ctx = t->pd->context;
 	int rc = 0;
 
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	if (!t->cc) {
 		if ((t->cc = ibv_create_comp_channel(ctx))) {
 			fcntl(t->cc->fd, F_SETFL, fcntl(t->cc->fd, F_GETFL) | O_NONBLOCK);
@@ -190,7 +189,7 @@ int tp_create_cq(struct tp *t)
 	if (!rc && t->cc && !t->cq &&
 	    !(t->cq = ibv_create_cq(ctx, TP_SQ_DEPTH + TP_RQ_DEPTH, t, t->cc, 0)))
 		rc = errno ? -errno : -ENOMEM;
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	return rc;
 }
 
@@ -260,9 +259,9 @@ int tp_prepare_qp(struct tp *t, uint8_t port_num)
 
 	if ((rc = tp_create_cq(t)))
 		return rc;
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	if (t->qp) { /* the request came first: the library's thread made it on its id */
-		pthread_mutex_unlock(&t->lock);
+		mtx_unlock(&t->lock);
 		return 0;
 	}
 	if ((rc = qp_new(t, NULL)) == 0) {
@@ -276,7 +275,7 @@ int tp_prepare_qp(struct tp *t, uint8_t port_num)
 	}
 	t->qp_ib = ibv_query_port(t->pd->context, port_num, &pa) == 0 &&
 		   pa.link_layer == IBV_LINK_LAYER_INFINIBAND;
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	return rc;
 }
 
@@ -325,13 +324,13 @@ int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
 		return -EINVAL;
 	if ((rc = tp_create_cq(t)))
 		return rc;
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	if (t->qp) {
 		if (t->own_qp && !t->id)
 			rc = qp_attach(t, id);
 		else
 			rc = t->id == id ? 0 : -EINVAL;
-		pthread_mutex_unlock(&t->lock);
+		mtx_unlock(&t->lock);
 		return rc;
 	}
 	/* The QP made on the id goes to RTS in rdma_accept, with the id's ACK
@@ -346,7 +345,7 @@ int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
 			t->id = NULL;
 		}
 	}
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	return rc;
 }
 

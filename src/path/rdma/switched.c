@@ -73,9 +73,9 @@ int tp_handover(struct tp *t)
 		return -ENOTCONN;
 	if (t->peer_version < PROTO_VERSION_SWITCH)
 		return -EPROTONOSUPPORT;
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	rc = tp_switch_locked(t, NULL);
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	return rc;
 }
 
@@ -88,10 +88,10 @@ int tp_control_watch(struct tp *t)
 {
 	int more;
 
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	tp_check_control(t);
 	more = !tp_switched(t) && !t->peer_gone && !t->err && !t->rd_shut;
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	return more;
 }
 
@@ -117,12 +117,11 @@ int tp_adopt(int fd, struct ho_pre *pre, struct tp **out)
 	if (!t)
 		return -ENOMEM;
 	t->s.ops = &tp_path_ops;
-	pthread_mutex_init(&t->lock, NULL);
+	mtx_init(&t->lock);
 	t->owner = rsock_pid();
 	t->tcp_fd = ownfd_dup(fd);
 	if (t->tcp_fd < 0) {
 		int rc = -errno;
-		pthread_mutex_destroy(&t->lock);
 		free(t);
 		return rc;
 	}

@@ -8,7 +8,7 @@
  * never through this header, which only the RDMA path itself, negotiation
  * (its set-up), core/exec.c (tp_adopt) and init.c (the hooks, fork handlers
  * and reaper it registers) include. All functions return -errno on failure.
- * One mutex (tp->lock) protects the whole object; it is released while a
+ * One lock (tp->lock, base/mtx.h) protects the whole object; it is released while a
  * caller sleeps in poll(). */
 #ifndef RSOCK_TRANSPORT_H
 #define RSOCK_TRANSPORT_H
@@ -25,6 +25,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "base/compiler.h"
+#include "base/mtx.h"
 #include "base/config.h"
 #include "base/proto.h"
 #include "base/ring.h"
@@ -89,7 +90,7 @@ struct ho_rec;
 
 struct tp {
 	struct path_stream s;        /* first: what the layers above hold (path.h) */
-	pthread_mutex_t lock;
+	struct mtx lock;             /* base/mtx.h: two atomics per data call */
 	struct tp *reap_next;        /* on the list of closed streams to tear down */
 	int close_abort;             /* tp_close's verdict, for the teardown */
 	struct rdma_cm_id *id;       /* owns the QP; NULL until connected */

@@ -224,11 +224,11 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 	waitq_add(t, &w);
 	p[2].fd = w.fd; /* -1: ignored */
 	p[2].events = POLLIN;
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	prc = rsock_real.poll(p, 3, ms);
 	intr = prc < 0 && errno == EINTR;
 	atomic_fetch_sub(&t->sleepers, 1);
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	waitq_del(t, &w);
 	path_wait_note(&t->wait, clock_now_ns() - start, prc == 0 ? PATH_WAIT_TIMEOUT : PATH_WAIT_SLEPT);
 	tp_wait_done(t);
@@ -298,7 +298,7 @@ int tp_wait_fd(struct tp *t, struct path_waiter *w)
 	w->on = 0;
 	if (t->owner != rsock_pid() || tp_switched(t))
 		return -1;
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	/* Counted before tp_arm() looks at `armed` (both sequentially
 	 * consistent): a thread consuming the event that `armed` stands
 	 * for either sees this sleeper and re-arms, or has cleared `armed`
@@ -313,7 +313,7 @@ int tp_wait_fd(struct tp *t, struct path_waiter *w)
 		w->on = 1;
 		waitq_add(t, w); /* without a wake-up eventfd still counted */
 	}
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	return fd;
 }
 
@@ -321,9 +321,9 @@ void tp_wait_end(struct tp *t, struct path_waiter *w)
 {
 	if (!w->on)
 		return;
-	pthread_mutex_lock(&t->lock);
+	mtx_lock(&t->lock);
 	waitq_del(t, w);
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	w->on = 0;
 	atomic_fetch_sub(&t->sleepers, 1);
 }
@@ -332,10 +332,10 @@ int tp_spin(struct tp *t)
 {
 	int n;
 
-	if (t->owner != rsock_pid() || tp_switched(t) || pthread_mutex_trylock(&t->lock))
+	if (t->owner != rsock_pid() || tp_switched(t) || mtx_trylock(&t->lock))
 		return 0;
 	n = tp_progress(t);
-	pthread_mutex_unlock(&t->lock);
+	mtx_unlock(&t->lock);
 	return n > 0;
 }
 
