@@ -33,6 +33,8 @@
  *                                                prints "rss_kb_per_conn registered_per_conn"
  *                                                (registered memory from librsock's
  *                                                counters when it is preloaded, else 0)
+ * With SOCKBENCH_IDLE=N, pingpong first holds N connections open (as hold
+ * does; the server must serve N + 1): one stream's cost among many.
  *
  * The first 16 bytes the client sends on a connection say what to do: "P" +
  * size (ping-pong), "S" + size + total (stream), "C" (answer one byte and
@@ -241,6 +243,27 @@ static int dial(const char *ip, int port, const char *src)
 	return fd;
 }
 
+/* n connections, each answered once ("H") and left open: their descriptors. */
+static int *hold(const char *ip, int port, const char *src, uint64_t n)
+{
+	int *fds = calloc(n, sizeof(int));
+	uint64_t hdr[2] = {1 << 8 | 'H', 0};
+	char c;
+	struct rlimit rl;
+
+	/* a descriptor per connection (and librsock's own per RDMA stream) */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		fds[i] = dial(ip, port, src);
+		full(fds[i], hdr, sizeof(hdr), 0);
+		full(fds[i], &c, 1, 1);
+	}
+	return fds;
+}
+
 int main(int argc, char **argv)
 {
 	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "server")) {
@@ -294,21 +317,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "hold")) {
-		int *fds = calloc(n, sizeof(int));
 		long before = rss_kb();
 		double reg0 = registered_bytes();
-		struct rlimit rl;
-		/* a descriptor per connection (and librsock's own per RDMA stream) */
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-			rl.rlim_cur = rl.rlim_max;
-			setrlimit(RLIMIT_NOFILE, &rl);
-		}
-		hdr[0] = 1 << 8 | 'H';
-		for (uint64_t i = 0; i < n; i++) {
-			fds[i] = dial(ip, port, src);
-			full(fds[i], hdr, sizeof(hdr), 0);
-			full(fds[i], buf, 1, 1);
-		}
+		int *fds = hold(ip, port, src, n);
 		printf("%.1f %.0f\n", (double)(rss_kb() - before) / (double)n,
 		       (registered_bytes() - reg0) / (double)n);
 		fflush(stdout);
@@ -316,6 +327,11 @@ int main(int argc, char **argv)
 			close(fds[i]);
 		return 0;
 	}
+	/* SOCKBENCH_IDLE=N: N connections held open, idle, before the measured
+	 * one (the server serves N + 1): the cost of one stream among many. */
+	const char *idle = getenv("SOCKBENCH_IDLE");
+	if (idle && atol(idle) > 0)
+		hold(ip, port, src, (uint64_t)atol(idle));
 	int fd = dial(ip, port, src);
 
 	if (!strcmp(argv[1], "pingpong")) {

@@ -18,7 +18,9 @@
 #     connections per second;
 #   - CPU: user-space instructions on the client per 64 B message on the
 #     send path (write()), the receive path (read()) and per round trip
-#     (callgrind, the difference between two run lengths, busy-polling off);
+#     (callgrind, the difference between two run lengths, busy-polling off),
+#     the round trip by object (interposer, provider, libibverbs, libc), and
+#     librsock's with CPU_IDLE other streams held open;
 #   - memory: RSS and registered bytes per connection with HOLD connections
 #     held open at once.
 # Output: bench/results/suite-latest.md (tables with ratios and the issue's
@@ -29,7 +31,8 @@
 #                            RSOCK_TEST_ADDR_A/B name two addresses of a host
 #                            that has an RDMA device)
 # Environment: RUNS (3), PP_COUNT (1000), STREAM_MB (40), CONN_COUNT (100),
-#              HOLD (1000), CPU_MSGS (400), QUICK=1 (fewer sizes, one run).
+#              HOLD (1000), CPU_MSGS (400), CPU_IDLE (1000; 0: no such row),
+#              QUICK=1 (fewer sizes, one run).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -40,7 +43,7 @@ if [ "${RSOCK_BENCH_INNER:-}" != 1 ]; then
 	cc -O2 -g -Wall -Iinclude -o build/bench/sockbench bench/sockbench.c -ldl -lpthread
 	cc -O2 -g -Wall -o build/bench/cmconnect bench/cmconnect.c -lrdmacm -libverbs
 	vars=(RSOCK_BENCH_INNER=1)
-	for v in RUNS PP_COUNT STREAM_MB CONN_COUNT HOLD CPU_MSGS QUICK PATHS; do
+	for v in RUNS PP_COUNT STREAM_MB CONN_COUNT HOLD CPU_MSGS CPU_IDLE QUICK PATHS; do
 		[ -n "${!v:-}" ] && vars+=("$v=${!v}")
 	done
 	raw=$(mktemp)
@@ -61,7 +64,7 @@ fi
 
 A=${RSOCK_TEST_ADDR_A:?} B=${RSOCK_TEST_ADDR_B:?}
 RUNS=${RUNS:-3} PP_COUNT=${PP_COUNT:-1000} STREAM_MB=${STREAM_MB:-40}
-CONN_COUNT=${CONN_COUNT:-100} HOLD=${HOLD:-1000} CPU_MSGS=${CPU_MSGS:-400}
+CONN_COUNT=${CONN_COUNT:-100} HOLD=${HOLD:-1000} CPU_MSGS=${CPU_MSGS:-400} CPU_IDLE=${CPU_IDLE:-1000}
 LAT_SIZES="16 64 256 1024 4096 16384 65536"
 BW_SIZES="1024 4096 16384 65536 262144 1048576"
 if [ "${QUICK:-}" = 1 ]; then
@@ -304,14 +307,16 @@ if command -v valgrind >/dev/null && [ "$CPU_MSGS" -gt 0 ]; then
 	# no busy-polling; RDMA or nothing (valgrind is slow: generous hand-shake time)
 	CPU_ENV="RSOCK_POLL_US=0 RSOCK_MODE=rdma RSOCK_HANDSHAKE_MS=30000 RSOCK_PROBE_MS=30000"
 	CG_OUT=$(mktemp -d)
-	ir() { # PATH N: the client's instructions for N 64 B round trips: "total write read"
-		local pre out f
+	ir() { # PATH N [IDLE]: the client's instructions for N 64 B round trips (IDLE
+		# connections held open before, SOCKBENCH_IDLE): "total write read" and
+		# by object "library provider verbs libc other"
+		local pre out f idle=${3:-0}
 		pre=$(preload_of "$1")
-		f=$CG_OUT/$1-$2.out
+		f=$CG_OUT/$1-$2-$idle.out
 		port=$((port + 1))
-		env ${pre:+LD_PRELOAD=$pre} $CPU_ENV timeout 900 "$SB" server "$B" "$port" >/dev/null 2>&1 &
+		env ${pre:+LD_PRELOAD=$pre} $CPU_ENV timeout 900 "$SB" server "$B" "$port" $((idle + 1)) >/dev/null 2>&1 &
 		wait_listen "$1" "$port" || { echo failed; return; }
-		out=$(env ${pre:+LD_PRELOAD=$pre} $CPU_ENV timeout 900 valgrind --tool=callgrind \
+		out=$(env ${pre:+LD_PRELOAD=$pre} $CPU_ENV SOCKBENCH_IDLE="$idle" timeout 1800 valgrind --tool=callgrind \
 			--callgrind-out-file="$f" "$SB" pingpong "$B" "$port" "$A" 64 "$2" 2>&1 >/dev/null || true)
 		wait 2>/dev/null || true
 		awk '/Collected :/ { t = $NF } END { printf "%s ", t }' <<<"$out"
@@ -330,19 +335,43 @@ if command -v valgrind >/dev/null && [ "$CPU_MSGS" -gt 0 ]; then
 				next
 			}
 			p { exit }
-			END { printf "%d %d\n", w, r }'
+			END { printf "%d %d ", w, r }'
+		# every function's own count, summed by the object it lives in:
+		# the interposer (librsock; rsocket's librspreload and librdmacm),
+		# the verbs provider (librxe), libibverbs, libc, the rest
+		callgrind_annotate --inclusive=no --threshold=100 "$f" 2>/dev/null |
+			awk 'function n(s) { gsub(",", "", s); return s + 0 }
+			/^ *[0-9,]+ .*\[.*\]$/ {
+				v = n($1)
+				if ($0 ~ /librsock|librspreload|librdmacm/) l += v
+				else if ($0 ~ /librxe|rdmav[0-9]/) p += v
+				else if ($0 ~ /libibverbs/) b += v
+				else if ($0 ~ /libc\.so/) c += v
+				else o += v
+			}
+			END { printf "%d %d %d %d %d\n", l, p, b, c, o }'
 		rm -f "$f"
+	}
+	# per round trip: the difference of two run lengths (pingpong runs
+	# n + n/10 round trips), a field each
+	per_rt() { # RUN_A RUN_B
+		awk -v a="$1" -v b="$2" -v n="$CPU_MSGS" 'BEGIN {
+			k = split(a, x, " "); split(b, y, " "); out = ""
+			for (i = 1; i <= k; i++)
+				out = out (x[1] + 0 > 0 && y[1] + 0 > x[1] ? sprintf("%.0f", (y[i] - x[i]) / (n * 1.1)) : "failed") " "
+			sub(/ $/, "", out); print out }'
 	}
 	for path in $PATHS; do
 		a=$(ir "$path" "$CPU_MSGS") b=$(ir "$path" $((2 * CPU_MSGS)))
-		# pingpong runs n + n/10 round trips; a field each: total, write, read
-		CPU[$path]=$(awk -v a="$a" -v b="$b" -v n="$CPU_MSGS" 'BEGIN {
-			split(a, x, " "); split(b, y, " "); out = ""
-			for (i = 1; i <= 3; i++)
-				out = out (x[i] + 0 > 0 && y[i] + 0 > x[i] ? sprintf("%.0f", (y[i] - x[i]) / (n * 1.1)) : "failed") " "
-			sub(/ $/, "", out); print out }')
-		log "cpu: $path ${CPU[$path]} instructions per round trip (total, write, read)"
+		CPU[$path]=$(per_rt "$a" "$b")
+		log "cpu: $path ${CPU[$path]} instructions per round trip (total, write, read; library provider verbs libc other)"
 	done
+	# one stream among CPU_IDLE others held open (no scan may grow with them)
+	if [ "$CPU_IDLE" -gt 0 ] && [[ " $PATHS " == *" librsock "* ]]; then
+		a=$(ir librsock "$CPU_MSGS" "$CPU_IDLE") b=$(ir librsock $((2 * CPU_MSGS)) "$CPU_IDLE")
+		CPU[idle]=$(per_rt "$a" "$b")
+		log "cpu: librsock with $CPU_IDLE idle streams: ${CPU[idle]}"
+	fi
 	rm -rf "$CG_OUT"
 fi
 
@@ -441,6 +470,19 @@ if [ "${#CPU[@]}" -gt 0 ]; then
 		echo "| $k | $(c "${CPU[$k]}" 2) | $(ratio "$(c "${CPU[$k]}" 2)" "$(c "${CPU[rsocket]}" 2)") |" \
 			"$(c "${CPU[$k]}" 3) | $(ratio "$(c "${CPU[$k]}" 3)" "$(c "${CPU[rsocket]}" 3)") |" \
 			"$(c "${CPU[$k]}" 1) | $(ratio "$(c "${CPU[$k]}" 1)" "$(c "${CPU[rsocket]}" 1)") |"
+	done
+	if [ -n "${CPU[idle]:-}" ]; then
+		echo "| librsock, $CPU_IDLE other streams open | $(c "${CPU[idle]}" 2) | $(ratio "$(c "${CPU[idle]}" 2)" "$(c "${CPU[librsock]}" 2)") of 1 |" \
+			"$(c "${CPU[idle]}" 3) | $(ratio "$(c "${CPU[idle]}" 3)" "$(c "${CPU[librsock]}" 3)") of 1 |" \
+			"$(c "${CPU[idle]}" 1) | $(ratio "$(c "${CPU[idle]}" 1)" "$(c "${CPU[librsock]}" 1)") of 1 |"
+	fi
+	echo
+	echo "The whole round trip by object (the interposer: librsock, or rsocket's librspreload and librdmacm):"
+	echo
+	echo "| path | interposer | verbs provider (librxe) | libibverbs | libc | the rest (benchmark, ld.so) |"
+	echo "|---|---:|---:|---:|---:|---:|"
+	for k in $PATHS ${CPU[idle]:+idle}; do
+		echo "| ${k/#idle/librsock, $CPU_IDLE other streams open} | $(c "${CPU[$k]}" 4) | $(c "${CPU[$k]}" 5) | $(c "${CPU[$k]}" 6) | $(c "${CPU[$k]}" 7) | $(c "${CPU[$k]}" 8) |"
 	done
 	echo
 	echo "Each figure is the difference between two run lengths, per round trip. The send path is"
