@@ -34,6 +34,8 @@ static const struct {
 	[FAULT_CM_LATE] = {"cm_late", V_MS, 1000},
 	[FAULT_CM_SWAP] = {"cm_swap", V_NONE, 1},
 	[FAULT_SWITCH_DROP] = {"switch_drop", V_NONE, 1},
+	[FAULT_CM_ADDR_CHANGE] = {"cm_addr_change", V_MS, 1000},
+	[FAULT_CM_REMOVAL] = {"cm_removal", V_MS, 1000},
 };
 
 static const struct {

@@ -10,8 +10,10 @@
  * VALUE: an errno name or number for the verbs sites (default ENOMEM, EIO
  * for req_notify), a completion status for wc (rem_access, retry_exc,
  * rnr_retry_exc, loc_prot, or a number; default rem_access),
- * milliseconds for cm_late (default 1000); none for the others. A site
- * appears once; anything malformed arms nothing. */
+ * milliseconds for cm_late (default 1000) and for cm_addr_change and
+ * cm_removal (the event's delay after the stream came up, default 1000);
+ * none for the others. A site appears once; anything malformed arms
+ * nothing. */
 #ifndef RSOCK_FAULT_H
 #define RSOCK_FAULT_H
 
@@ -28,6 +30,8 @@ enum fault_site {
 	FAULT_CM_LATE,      /* the library's thread takes an rdma_cm event late */
 	FAULT_CM_SWAP,      /* ... after the event that follows it */
 	FAULT_SWITCH_DROP,  /* a SWITCH read from the peer goes unanswered */
+	FAULT_CM_ADDR_CHANGE, /* a stream that comes up gets a made-up ADDR_CHANGE */
+	FAULT_CM_REMOVAL,   /* ... a made-up DEVICE_REMOVAL (the device stays) */
 	FAULT_SITES
 };
 

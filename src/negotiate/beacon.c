@@ -221,3 +221,21 @@ struct listener *cm_listener_for(const struct sockaddr *local)
 	cm_listeners = l;
 	return l;
 }
+
+void cm_listener_put(struct listener *l)
+{
+	int last;
+
+	pthread_mutex_lock(&cm_lock);
+	last = !--l->users && l->dead;
+	pthread_mutex_unlock(&cm_lock);
+	if (last)
+		cm_listener_free(l);
+}
+
+void cm_listener_free(struct listener *l)
+{
+	rdma_destroy_id(l->id);
+	free(l);
+	cm_dev_sync();
+}

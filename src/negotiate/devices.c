@@ -82,6 +82,32 @@ int cm_dev_usable(struct ibv_context *ctx)
 	return ok;
 }
 
+void cm_dev_forget(struct ibv_context *ctx)
+{
+	for (struct cm_dev **pp = &cm_devs; *pp; pp = &(*pp)->next)
+		if ((*pp)->ctx == ctx) {
+			struct cm_dev *d = *pp;
+			*pp = d->next;
+			free(d);
+			return;
+		}
+}
+
+void cm_dev_sync(void)
+{
+	struct ibv_context **l = rdma_get_devices(NULL);
+
+	if (!l)
+		return;
+	/* (It opens every device still there: their descriptors are the
+	 * library's too, and this process's.) */
+	pthread_mutex_lock(&cm_lock);
+	for (int i = 0; l[i]; i++)
+		dev_find(l[i]);
+	pthread_mutex_unlock(&cm_lock);
+	rdma_free_devices(l);
+}
+
 int cm_dev_parent_has(const char *name)
 {
 	int found = 0;

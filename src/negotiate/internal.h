@@ -75,6 +75,13 @@ struct cm_dev;
 struct cm_dev *cm_dev_mine(struct ibv_context *ctx);
 /* cm_dev_mine() for a caller that does not hold cm_lock: 1 or 0. */
 int cm_dev_usable(struct ibv_context *ctx);
+/* ctx's device is being removed: forget its record (the context goes once
+ * librdmacm closes it). Caller holds cm_lock. */
+void cm_dev_forget(struct ibv_context *ctx);
+/* Make librdmacm look at the devices again: it closes the context of a
+ * device that is gone once no id of it remains (rdma_get_devices is its
+ * only way to learn of it), and opens those it had not. Takes cm_lock. */
+void cm_dev_sync(void);
 /* Whether a parent process opened the device called name (this process
  * cannot use it then): 1 or 0. Takes cm_lock. */
 int cm_dev_parent_has(const char *name);
@@ -146,6 +153,9 @@ struct listener {
 	struct rdma_cm_id *id;
 	pid_t pid;          /* listeners of a parent are not ours after fork */
 	struct sockaddr_storage addr; /* local address, port = the rdma_cm port */
+	int users;          /* handshakes using it (its id, device, address) */
+	int dead;           /* its device is being removed: off the list, freed
+			     * by its last user (cm_listener_put) */
 	struct listener *next;
 };
 
@@ -157,6 +167,8 @@ struct pending {
 	struct ibv_context *ctx;
 	int state;
 	int qp_err;         /* -errno: its QP could not be made for the request (rejected) */
+	int path_event;     /* enum tp_cm_kind + 1 of an rdma_cm event that came for its
+			     * id during the handshake (the stream fails over once up), or 0 */
 	struct pending *next;
 };
 
@@ -180,6 +192,21 @@ int cm_has_beacon(const void *owner);
 /* The per-process data listener on local, made if need be, or NULL.
  * Caller holds cm_lock. */
 struct listener *cm_listener_for(const struct sockaddr *local);
+/* A handshake is done with l (cm_listener_for, users counted): frees a
+ * dead listener's id and memory with its last user. Takes cm_lock. */
+void cm_listener_put(struct listener *l);
+/* Destroy a dead listener's id (no unacknowledged event of it may be
+ * held by the caller), free it and let librdmacm close its device. */
+void cm_listener_free(struct listener *l);
+
+/* ---- rdma_cm events of established streams (thread.c) ---- */
+/* An event of kind (enum tp_cm_kind) that came for id while its stream
+ * was being accepted: the stream, up now, fails over (tp_cm_event), in the
+ * caller. */
+void cm_stream_event(struct rdma_cm_id *id, int kind);
+/* A stream is up on id: RSOCK_FAULT's cm_addr_change and cm_removal sites
+ * make up their event for it (base/fault.h). */
+void cm_fault_up(struct rdma_cm_id *id);
 
 /* ---- hello I/O on the control connection (hello.c) ---- */
 #define CM_CANCEL_LEN 8

@@ -152,7 +152,8 @@ static int pending_make(int fd, const struct cm_bufs *bufs, const struct proto_h
 		return -EACCES;
 	}
 	pthread_mutex_lock(&cm_lock);
-	*l = cm_listener_for(local);
+	if ((*l = cm_listener_for(local)))
+		(*l)->users++; /* (cm_listener_put at the handshake's end) */
 	pthread_mutex_unlock(&cm_lock);
 	*why = RSOCK_FB_NO_DEVICE;
 	if (!*l)
@@ -274,7 +275,7 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
 	socklen_t ll = sizeof(local);
 	struct proto_hello h;
 	struct pending p = {.obj.kind = CTX_PENDING, .state = PEND_WAIT};
-	struct listener *l;
+	struct listener *l = NULL;
 	int64_t deadline;
 
 	*out = NULL;
@@ -298,6 +299,10 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
 	tp_up(p.tp);
 	*out = &p.tp->s; /* handed upward as a path (path.h) */
 	log_debug("accept: fd %d carried by RDMA", fd);
+	cm_fault_up(p.tp->id);
+	if (p.path_event) /* (its device went, or its address moved, meanwhile) */
+		cm_stream_event(p.tp->id, p.path_event - 1);
+	cm_listener_put(l);
 	return 0;
 unlist:
 	if (p.qp_err)
@@ -306,10 +311,13 @@ unlist:
 	log_debug("accept: fd %d stays on TCP (reason %d)", fd, *why);
 	pending_unlist(&p);
 	tp_close(p.tp, 1);
+	cm_listener_put(l);
 	return -EOPNOTSUPP;
 nak:
 	if (p.tp)
 		tp_close(p.tp, 1);
+	if (l)
+		cm_listener_put(l);
 	send_nak(fd, *why, deadline);
 	return -EOPNOTSUPP;
 }

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/timerfd.h>
 
 #include "base/fault.h"
 #include "base/log.h"
@@ -61,16 +62,70 @@ static void on_connect_request(struct rdma_cm_event *ev)
 	ev->id->context = NULL;
 }
 
+/* What an event leaves to do once it is acknowledged (librdmacm's
+ * rdma_destroy_id waits for the acknowledgement of the events it gave). */
+struct after {
+	struct rdma_cm_id *doomed; /* an id to destroy */
+	struct listener *dead;     /* a dead listener nobody uses: freed */
+	int removal;               /* a device is being removed: librdmacm looks again */
+};
+
+/* DEVICE_REMOVAL and ADDR_CHANGE (doc/design.md, "Errors"): an established
+ * stream's path is broken and it fails over now, here; a stream being
+ * accepted does so once up (pending->path_event). For a device going
+ * away, the ring cache's sets on it and its record go first, then the
+ * data listener on it, then the streams' ids (tp_cm_event), so that
+ * nothing of ours is left on it when librdmacm closes it after the last
+ * id: the kernel's removal waits for that (soft-RoCE cannot take the
+ * objects from us). */
+static void on_path_event(struct rdma_cm_event *ev, struct after *a)
+{
+	int removal = ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL;
+	struct ibv_context *ctx = ev->id->verbs;
+	struct cm_obj *o;
+
+	log_info("rdma_cm: %s", removal ? "DEVICE_REMOVAL: an RDMA device is being removed"
+					: "ADDR_CHANGE: an address moved to another port");
+	if (removal && ctx)
+		tp_dev_gone(ctx);
+	pthread_mutex_lock(&cm_lock);
+	if (removal && ctx)
+		cm_dev_forget(ctx);
+	a->removal = removal;
+	o = ev->id->context;
+	if (o && o->kind == CTX_PENDING) {
+		((struct pending *)o)->path_event =
+			1 + (removal ? TP_CM_DEVICE_REMOVAL : TP_CM_ADDR_CHANGE);
+	} else if (o && o->kind == CTX_LISTENER && removal) {
+		struct listener *l = (struct listener *)o;
+		for (struct listener **pp = &cm_listeners; *pp; pp = &(*pp)->next)
+			if (*pp == l) {
+				*pp = l->next;
+				break;
+			}
+		l->dead = 1;
+		if (!l->users)
+			a->dead = l;
+	}
+	pthread_mutex_unlock(&cm_lock);
+	if (!o)
+		tp_cm_event(ev->id, removal ? TP_CM_DEVICE_REMOVAL : TP_CM_ADDR_CHANGE, &a->doomed);
+}
+
 static void on_event(struct rdma_cm_event *ev)
 {
-	struct rdma_cm_id *doomed = NULL;
+	struct after a = {NULL, NULL, 0};
 	struct cm_obj *o;
 
 	switch (ev->event) {
 	case RDMA_CM_EVENT_CONNECT_REQUEST:
 		on_connect_request(ev);
 		if (!ev->id->context)
-			doomed = ev->id;
+			a.doomed = ev->id;
+		break;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+	case RDMA_CM_EVENT_ADDR_CHANGE:
+		on_path_event(ev, &a);
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
 	case RDMA_CM_EVENT_REJECTED:
@@ -112,8 +167,23 @@ static void on_event(struct rdma_cm_event *ev)
 		break;
 	}
 	rdma_ack_cm_event(ev);
+	if (a.doomed)
+		rdma_destroy_id(a.doomed);
+	if (a.dead)
+		cm_listener_free(a.dead); /* (looks again itself) */
+	else if (a.removal)
+		cm_dev_sync();
+}
+
+void cm_stream_event(struct rdma_cm_id *id, int kind)
+{
+	struct rdma_cm_id *doomed;
+
+	tp_cm_event(id, (enum tp_cm_kind)kind, &doomed);
 	if (doomed)
 		rdma_destroy_id(doomed);
+	if (kind == TP_CM_DEVICE_REMOVAL)
+		cm_dev_sync();
 }
 
 /* The kernel refused the library's thread a command with EACCES: this process
@@ -148,6 +218,68 @@ static RSOCK_COLD struct rdma_cm_event *event_fault(struct rdma_cm_event *ev)
 		ev = NULL;
 	}
 	return ev;
+}
+
+/* RSOCK_FAULT's cm_addr_change and cm_removal sites (base/fault.h): the
+ * event made up for a stream that came up, VALUE ms later, on the
+ * library's thread (a timer it watches), as tp_cm_event takes a real one;
+ * the device stays. One at a time; a stream closed by then is not found. */
+static int synth_fd = -1;
+static pid_t synth_pid;
+static struct rdma_cm_id *synth_id;
+static enum tp_cm_kind synth_kind;
+
+static RSOCK_COLD int synth_ready(int fd, short revents, void *arg)
+{
+	struct rdma_cm_id *id, *doomed;
+	enum tp_cm_kind kind;
+	uint64_t n;
+
+	(void)revents, (void)arg;
+	if (rsock_real.read(fd, &n, sizeof(n)) != (ssize_t)sizeof(n))
+		return 0;
+	pthread_mutex_lock(&cm_lock);
+	id = synth_id;
+	kind = synth_kind;
+	synth_id = NULL;
+	pthread_mutex_unlock(&cm_lock);
+	if (!id)
+		return 0;
+	log_warn("RSOCK_FAULT: a made-up %s for a stream",
+		 kind == TP_CM_DEVICE_REMOVAL ? "DEVICE_REMOVAL" : "ADDR_CHANGE");
+	if (tp_cm_event(id, kind, &doomed) && doomed)
+		rdma_destroy_id(doomed);
+	return 0;
+}
+
+void cm_fault_up(struct rdma_cm_id *id)
+{
+	struct itimerspec its = {{0, 0}, {0, 0}};
+	int ms, a, r;
+
+	if (!RSOCK_UNLIKELY(fault_armed) || !id)
+		return;
+	a = fault_hit(FAULT_CM_ADDR_CHANGE);
+	r = fault_hit(FAULT_CM_REMOVAL);
+	if (!(ms = a ?: r))
+		return;
+	its.it_value.tv_sec = ms / 1000;
+	its.it_value.tv_nsec = (long)(ms % 1000) * 1000000;
+	pthread_mutex_lock(&cm_lock);
+	if (synth_pid != rsock_pid()) {
+		synth_fd = ownfd_move(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+		if (synth_fd >= 0 && service_watch(synth_fd, POLLIN, synth_ready, NULL)) {
+			ownfd_close(synth_fd);
+			synth_fd = -1;
+		}
+		synth_pid = rsock_pid();
+	}
+	if (synth_fd >= 0) {
+		synth_id = id;
+		synth_kind = a ? TP_CM_ADDR_CHANGE : TP_CM_DEVICE_REMOVAL;
+		timerfd_settime(synth_fd, 0, &its, NULL);
+	}
+	pthread_mutex_unlock(&cm_lock);
 }
 
 /* The process's channel was readable (or the turn is the thread's first):

@@ -11,6 +11,7 @@ librsock_core_la_SOURCES += \
 	src/path/vfork.h \
 	src/path/rdma/cache.c \
 	src/path/rdma/close.c \
+	src/path/rdma/cmevent.c \
 	src/path/rdma/failover.c \
 	src/path/rdma/flow.c \
 	src/path/rdma/flow.h \

@@ -356,6 +356,18 @@ int ho_request(struct ho_rec *rec, struct ho_pre **pre)
 	return 0;
 }
 
+int ho_each(int (*fn)(struct path_stream *s, void *arg), void *arg)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&ho_lock);
+	for (size_t i = 0; !rc && slots_pid == rsock_pid() && i < cap_slots; i++)
+		if (slots[i].stream)
+			rc = fn(slots[i].stream, arg);
+	pthread_mutex_unlock(&ho_lock);
+	return rc;
+}
+
 void ho_fork_lock(void)
 {
 	pthread_mutex_lock(&ho_lock);

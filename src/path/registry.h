@@ -54,6 +54,13 @@ void ho_publish(struct path_stream *s, int fd);
  * unread), or -errno (-EIO: the owner is gone or did not answer). */
 int ho_request(struct ho_rec *rec, struct ho_pre **pre);
 
+/* Run fn(s, arg) on each stream this process registered, holding ho_lock
+ * (fn may take the stream's lock: doc/design.md, "Lock order and
+ * lifetimes"), until one returns nonzero: returns that, else 0. A stream
+ * found here is not torn down before fn returns (its close unregisters it
+ * first, under ho_lock). */
+int ho_each(int (*fn)(struct path_stream *s, void *arg), void *arg);
+
 /* Forks of this process so far (the owner's close switches a stream that a
  * child may still hold). */
 extern _Atomic unsigned ho_forks RSOCK_HIDDEN;

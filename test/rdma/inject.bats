@@ -253,6 +253,35 @@ reset_outcome() {
 	failover_outcome srv
 }
 
+# ---- rdma_cm events of an established stream ------------------------------------
+
+# made_up LOG KIND: the library's thread of LOG's process took a made-up
+# rdma_cm event KIND (ADDR_CHANGE, DEVICE_REMOVAL) and broke the path for it.
+made_up() {
+	grep -q "RSOCK_FAULT: a made-up $2 for a stream" "$1" &&
+		grep -q 'rdma_cm: .*: the RDMA path is broken' "$1" || {
+		echo "no made-up $2 taken for the stream in $1:" >&2
+		grep -E 'RSOCK_FAULT|rdma_cm|broken|failover' "$1" >&2
+		return 1
+	}
+}
+
+@test "inject: a made-up rdma_cm ADDR_CHANGE for the server's stream mid-transfer: its library thread fails it over, nothing lost" {
+	pair "RSOCK_FAULT=cm_addr_change=150 RSOCK_LOG_LEVEL=debug" "" 40000000
+	made_up srv.log ADDR_CHANGE
+	stats_rdma srv.log 1 rx
+	failover_outcome srv
+}
+
+@test "inject: a made-up DEVICE_REMOVAL for the client's stream mid-echo: it fails over and gives back its verbs objects and id (the device stays), nothing lost either way" {
+	pair "" "RSOCK_FAULT=cm_removal=150 RSOCK_LOG_LEVEL=debug" 40000000 echo
+	made_up cli.log DEVICE_REMOVAL
+	grep -q 'verbs objects given back' cli.log
+	stats_rdma cli.log 1 tx
+	failover_outcome cli
+	same_file data back "server to client"
+}
+
 # ---- the hand-over to TCP -----------------------------------------------------
 
 @test "inject: the peer leaves a hand-over's SWITCH unanswered: after TP_SWITCH_MS (10 s) the stream is shut down, EPIPE and EOF at the asking end, EOF at the peer, no byte out of order" {

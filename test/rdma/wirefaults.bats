@@ -10,7 +10,9 @@
 # to its control connection where its path broke, and ends as TCP's does:
 # every byte intact, none twice, a stall of about TCP's.
 #
-# RSOCK_SLOW_TESTS=1 adds the 30 s cut (about two minutes).
+# The same for b's address leaving its netdev for 3 s, and for b's rxe device
+# removed (rdma_cm's DEVICE_REMOVAL). RSOCK_SLOW_TESTS=1 adds the 30 s cut
+# (about two minutes).
 
 load ../bats/helpers
 load helpers
@@ -213,26 +215,127 @@ blocked_through() {
 	failed_over
 }
 
-# soft-RoCE has no disassociation: the kernel completes `rdma link delete`
-# only once no process holds the device, so the stream may run on over RDMA
-# to its end (no failover) or fail over; either way every byte is intact.
-# Kernel TCP has no such device: no yardstick.
-@test "wirefaults: b's rxe device removed during the stream, the stream ends intact (RSOCK_SLOW_TESTS=1)" {
-	[ "${RSOCK_SLOW_TESTS:-0}" = 1 ] || skip "the device's removal waits for the stream's end: RSOCK_SLOW_TESTS=1 runs it"
+# addr_gap SECONDS: b's IPv4 address on the wire (ADDR_B) leaves its eth0
+# for SECONDS, then comes back: job addr in b, which prints "off T CIDR" and
+# "on T" (b's CLOCK_MONOTONIC seconds); returns once it is off, with OFF_A,
+# a's CLOCK_MONOTONIC seconds then. The teardown puts the address back if
+# the test left it off.
+addr_gap() {
+	: >"$BATS_TEST_TMPDIR/.addr_off"
+	# shellcheck disable=SC2016 # b's shell expands them
+	peer_start addr bash -c 'c=$(ip -4 -o addr show dev eth0 | awk -v a="$1" "{ split(\$4, p, \"/\"); if (p[1] == a) print \$4 }")
+		[ -n "$c" ] || { echo "no $1 on eth0" >&2; exit 1; }
+		echo "$c" >cidr
+		ip addr del "$c" dev eth0 || exit 1
+		read -r t _ </proc/uptime; echo "off $t $c"
+		sleep "$2"
+		ip addr add "$c" dev eth0 || exit 1
+		read -r t _ </proc/uptime; echo "on $t"' _ "$ADDR_B" "$1"
+	local i o
+	o=$(peer_dir addr)/out
+	for ((i = 0; i < 250; i++)); do
+		grep -q '^off ' "$o" 2>/dev/null && break
+		sleep 0.02
+	done
+	read -r OFF_A _ </proc/uptime
+}
+
+# broken_why LOG: what broke the path, from LOG's first "the RDMA path is
+# broken" line; "none" without one (the peer's SWITCH came first).
+broken_why() {
+	local w
+	w=$(grep -m1 -h 'the RDMA path is broken' "$1" | sed -E 's/.*fd [0-9]+: (.*): the RDMA path is broken.*/\1/')
+	echo "${w:-none}"
+}
+
+# addr_back: the address gap is over (its job ended well).
+addr_back() {
+	peer_wait addr 30
+	rm -f "$BATS_TEST_TMPDIR/.addr_off"
+}
+
+# b's address leaves eth0: the kernel drops its RoCE GID, soft-RoCE's sends
+# from it find no route (a local error at once) and a's writes to it go
+# unanswered (retries out in about 1.1 s); rdma_cm says nothing (it sends
+# ADDR_CHANGE only for a bond's failover), which the note records. The
+# TCP connections survive (no reset for a removed address) and resume by
+# their retransmits once it is back.
+@test "wirefaults: b's IPv4 address removed from its netdev for 3 s, then back: intact over kernel TCP and librsock, which fails over; both stalls noted" {
+	local off
+	fault_stream tcp
+	addr_gap 3
+	addr_back
+	stream_end tcp
+	TCP_A=$STALL_A TCP_B=$STALL_B
+	tap_note "kernel TCP, b's address off 3 s: stalls a $TCP_A s, b $TCP_B s (took $(awk '$1 == "took" { print $2 }' cli.out) s)"
+	peer_cleanup
+	fault_stream rsock
+	addr_gap 3
+	rdma_carried
+	addr_back
+	stream_end rsock
+	off=$(awk '$1 == "off" { print $2 }' "$(peer_dir addr)/out")
+	tap_note "librsock, b's address off 3 s: stalls a $STALL_A s, b $STALL_B s (took $(awk '$1 == "took" { print $2 }' cli.out) s); failovers a $FO_A, b $FO_B; path broken after b $(detected "$D/srv.log" "$off") s ($(broken_why "$D/srv.log")), a $(detected cli.log "$OFF_A") s ($(broken_why cli.log))"
+	tap_note "rdma_cm ADDR_CHANGE logged: a $(grep -c ADDR_CHANGE cli.log), b $(grep -c ADDR_CHANGE "$D/srv.log")"
+	[ "$FO_A" -ge 1 ] && [ "$FO_B" -ge 1 ] || {
+		echo "failovers: a $FO_A, b $FO_B (expected one at each end)" >&2
+		grep -hE 'broken|failover|reset|SWITCH|rdma_cm' cli.log "$D/srv.log" >&2
+		false
+	}
+}
+
+# soft-RoCE has no disassociation: the kernel cannot take a removed
+# device's objects from the processes that hold them. rdma_cm's
+# DEVICE_REMOVAL reaches b's library thread: the stream fails over (at both
+# ends) and b gives back its QP, CQ, MRs and rdma_cm ids, librdmacm closes
+# the device, and the removal completes while the stream goes on over TCP.
+# (librdmacm closes a removed device only while another one is left, so b
+# gets a second soft-RoCE device, on a dummy netdev, for the test.) b's
+# counters go with its device: a's show the stream crossed the wire over
+# RDMA. Kernel TCP has no such device: no yardstick.
+@test "wirefaults: b's rxe device removed during the stream: DEVICE_REMOVAL fails it over at both ends, the removal completes before the stream's end, the stream ends intact" {
+	local out at sent rcvd end
+	: >"$BATS_TEST_TMPDIR/.rxe_dummy"
+	"$PEER" run bash -c 'ip link add rsdummy0 type dummy && ip link set rsdummy0 up &&
+		rdma link add rxedummy type rxe netdev rsdummy0'
 	fault_stream rsock
 	: >"$BATS_TEST_TMPDIR/.rxe_gone"
-	"$PEER" run bash -c 'rdma link delete rxe0 >/dev/null 2>&1 &'
-	rdma_carried
+	# shellcheck disable=SC2016 # b's shell expands them
+	peer_start rxedel bash -c 'read -r t0 _ </proc/uptime; rdma link delete rxe0; rc=$?
+		read -r t1 _ </proc/uptime; echo "deleted $rc $(awk -v a="$t0" -v b="$t1" "BEGIN { printf \"%.2f\", b - a }") $t1"'
+	peer_wait rxedel 20
+	out=$(peer_dir rxedel)/out
+	[ "$(awk '$1 == "deleted" { print $2 }' "$out")" = 0 ]
 	stream_end rsock
-	tap_note "librsock: stalls a $STALL_A s, b $STALL_B s; failovers a $FO_A, b $FO_B"
+	counters_deltas s
+	sent=$(delta_of s sent_bytes) rcvd=$(delta_of s rcvd_bytes)
+	at=$(awk '$1 == "deleted" { print $4 }' "$out")
+	end=$(awk '/closed stream torn down/ { print $3; exit }' "$D/srv.log")
+	tap_note "librsock: b's rxe0 removed in $(awk '$1 == "deleted" { print $3 }' "$out") s, $(awk -v a="$at" -v e="$end" 'BEGIN { printf "%.2f", e - a }') s before b's stream ended; a's RoCE bytes sent $sent, received $rcvd; stalls a $STALL_A s, b $STALL_B s; failovers a $FO_A, b $FO_B"
+	[ "$sent" -ge 262144 ] && [ "$rcvd" -ge 262144 ]
+	grep -q 'rdma_cm: DEVICE_REMOVAL' "$D/srv.log"
+	grep -q 'verbs objects given back' "$D/srv.log"
+	awk -v a="$at" -v e="$end" 'BEGIN { exit !(a < e) }' || {
+		echo "b's stream ended (at $end) before the device's removal completed (at $at)" >&2
+		false
+	}
+	failed_over
 }
 
 teardown() {
 	peer_cleanup
+	if [ -f "$BATS_TEST_TMPDIR/.addr_off" ]; then
+		# shellcheck disable=SC2016 # b's shell expands them
+		"$PEER" run bash -c 'c=$(cat "$1/cidr" 2>/dev/null) && ! ip -4 -o addr show dev eth0 | grep -q " ${c%/*}/" &&
+			ip addr add "$c" dev eth0; true' _ "$(peer_dir addr)"
+	fi
 	if [ -f "$BATS_TEST_TMPDIR/.rxe_gone" ]; then
 		# shellcheck disable=SC2016 # b's shell expands them
 		"$PEER" run bash -c 'for _ in $(seq 1 100); do [ -e /sys/class/infiniband/rxe0 ] || break; sleep 0.1; done
 			rdma link add rxe0 type rxe netdev eth0 2>/dev/null; true'
+	fi
+	if [ -f "$BATS_TEST_TMPDIR/.rxe_dummy" ]; then
+		"$PEER" run bash -c 'rdma link delete rxedummy; ip link del rsdummy0; true' >/dev/null 2>&1
 	fi
 	stop_all_bg
 }

@@ -46,6 +46,11 @@ static void test_occurrences(void **state)
 	assert_int_equal(p.site[FAULT_CREATE_QP].first, 2);
 	assert_true(p.site[FAULT_CREATE_QP].last == ULONG_MAX);
 	assert_int_equal(fault_parse("switch_drop:1x1,cm_swap:2,poll_cq:7", &p), 3);
+	assert_int_equal(fault_parse("cm_addr_change:2=250,cm_removal", &p), 2);
+	assert_int_equal(p.site[FAULT_CM_ADDR_CHANGE].first, 2);
+	assert_int_equal(p.site[FAULT_CM_ADDR_CHANGE].value, 250);
+	assert_int_equal(p.site[FAULT_CM_REMOVAL].value, 1000); /* the default delay */
+	assert_int_equal(fault_parse("cm_removal=EIO", &p), -EINVAL); /* milliseconds */
 }
 
 static void test_values(void **state)
@@ -122,6 +127,7 @@ static void test_hits(void **state)
 	fault_arm(NULL);
 	assert_int_equal(fault_armed, 0);
 	assert_string_equal(fault_site_name(FAULT_SWITCH_DROP), "switch_drop");
+	assert_string_equal(fault_site_name(FAULT_CM_REMOVAL), "cm_removal");
 }
 
 int main(void)

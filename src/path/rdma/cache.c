@@ -5,9 +5,11 @@
 #include "build-config.h"
 #endif
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "base/ownfd.h"
 #include "base/proc.h"
+#include "base/stats.h"
 #include "path/rdma/internal.h"
 
 /* ---- released ring sets, kept for the next stream ---------------------------
@@ -42,6 +44,12 @@ pthread_mutex_t tp_set_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tp_set *set_cache;
 static unsigned set_count;
 static _Atomic pid_t set_pid; /* the process the cache belongs to, 0: none yet */
+/* Contexts whose device is being removed (tp_dev_gone): no set is kept for
+ * them. A context made later at the same address (the device added again)
+ * merely goes without the cache once the list has turned over. */
+#define SET_GONE_MAX 8
+static struct ibv_context *set_gone[SET_GONE_MAX];
+static unsigned set_gone_next;
 
 static int set_mine(void)
 {
@@ -142,7 +150,10 @@ int tp_set_keep(struct tp *t)
 		s->cq = t->cq;
 	}
 	pthread_mutex_lock(&tp_set_lock);
-	if (set_count < tp_settings.ring_cache) {
+	int keep = set_count < tp_settings.ring_cache;
+	for (unsigned i = 0; i < SET_GONE_MAX; i++)
+		keep &= set_gone[i] != s->ctx; /* its device is going */
+	if (keep) {
 		s->next = set_cache;
 		set_cache = s;
 		set_count++;
@@ -158,4 +169,43 @@ int tp_set_keep(struct tp *t)
 		t->cq = NULL;
 	}
 	return 1;
+}
+
+void tp_dev_gone(struct ibv_context *ctx)
+{
+	struct tp_set *gone = NULL, *s;
+
+	pthread_mutex_lock(&tp_set_lock);
+	unsigned i = 0;
+	while (i < SET_GONE_MAX && set_gone[i] != ctx)
+		i++;
+	if (i == SET_GONE_MAX) /* (each id of the device brings its event) */
+		set_gone[set_gone_next++ % SET_GONE_MAX] = ctx;
+	for (struct tp_set **pp = &set_cache; set_mine() && *pp;) {
+		s = *pp;
+		if (s->ctx != ctx) {
+			pp = &s->next;
+			continue;
+		}
+		*pp = s->next;
+		set_count--;
+		s->next = gone;
+		gone = s;
+	}
+	pthread_mutex_unlock(&tp_set_lock);
+	while ((s = gone)) {
+		gone = s->next;
+		if (s->cq)
+			ibv_destroy_cq(s->cq);
+		if (s->cc) {
+			ownfd_forget(s->cc->fd);
+			ibv_destroy_comp_channel(s->cc);
+		}
+		ibv_dereg_mr(s->rx_mr);
+		ibv_dereg_mr(s->tx_mr);
+		ibv_dealloc_pd(s->pd);
+		munmap(s->mem, s->mem_len);
+		stats_registered(-(int64_t)s->mem_len);
+		free(s);
+	}
 }

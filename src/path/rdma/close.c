@@ -243,19 +243,29 @@ static void teardown(struct tp *t, const char *when)
 	if (t->id)
 		rdma_disconnect(t->id);
 	tp_qp_destroy(t);
+	if (tp_set_keep(t)) {
+		t->mem = NULL; /* the cache's now, still registered */
+	} else if (!t->released) {
+		tp_regs_free(t);
+		stats_registered(-(int64_t)t->mem_len);
+	}
+	if (t->released) {
+		/* The channel's number holds its stand-in; the context the
+		 * channel was made on may be closed by now: free what
+		 * ibv_destroy_comp_channel would, without it. */
+		ownfd_close(t->cc->fd);
+		free(t->cc);
+		t->cc = NULL;
+	}
+	tp_cq_free(t); /* not kept (set_keep takes both or neither) */
+	/* The id last: the last id of a device being removed lets librdmacm
+	 * close the device, and nothing of ours may be left on it then. */
 	if (t->id)
 		rdma_destroy_id(t->id);
 	if (t->ch) { /* the id's private channel */
 		ownfd_forget(t->ch->fd);
 		rdma_destroy_event_channel(t->ch);
 	}
-	if (tp_set_keep(t)) {
-		t->mem = NULL; /* the cache's now, still registered */
-	} else {
-		tp_regs_free(t);
-		stats_registered(-(int64_t)t->mem_len);
-	}
-	tp_cq_free(t); /* not kept (set_keep takes both or neither) */
 	ho_pre_free(t->pre);
 	if (abort && (t->up || tp_switched(t))) {
 		/* Like TCP closing with unread data: the peer sees a reset. */

@@ -164,6 +164,10 @@ struct tp {
 	int path_down;               /* -errno: the RDMA path broke, a failover is due */
 	int fo_frozen;               /* failing over: the QP is in error, the ring's tail final */
 	int failed_over;             /* moved to TCP by a failover (its ring set is not kept) */
+	int released;                /* its verbs objects and rdma_cm id went with its device
+	                                (tp_cm_event); cc's number is a never-readable
+	                                eventfd's now */
+	_Atomic int consumers;       /* threads in tp_consume (tp_cm_event waits them out) */
 
 	/* Readiness plumbing for poll and epoll (src/event/). */
 	_Atomic int armed;           /* a completion event is requested or pending */
@@ -272,6 +276,28 @@ size_t tp_prefix_left(struct tp *t);
 /* A stream already moved to TCP, with its unread prefix (taken over), on
  * socket fd: what an exec'd image adopts. 0 and *out, or -errno. */
 int tp_adopt(int fd, struct ho_pre *pre, struct tp **out);
+
+/* What an rdma_cm event says of the device under a stream's id. */
+enum tp_cm_kind {
+	TP_CM_ADDR_CHANGE,    /* its address moved to another port (a bond's failover) */
+	TP_CM_DEVICE_REMOVAL, /* the device is being removed */
+};
+/* rdma_cm reported kind for id (doc/design.md, "Errors"): if id is an
+ * established stream's of this process, its RDMA path is broken and the
+ * failover runs now, in the caller (the library's thread, or the accepting
+ * thread for an event that came during the handshake); a stream that cannot
+ * fail over is reset. For a device being removed, a stream now on TCP
+ * releases its QP, CQ, completion channel, MRs and PD, and gives up its id:
+ * *doomed (else NULL), which the caller destroys once it has acknowledged
+ * the event (librdmacm waits for that). Returns 1 when id was a stream's,
+ * else 0. Takes ho_lock, then the stream's lock. */
+int tp_cm_event(struct rdma_cm_id *id, enum tp_cm_kind kind, struct rdma_cm_id **doomed);
+
+/* The device of ctx is being removed: the ring cache frees its sets on ctx
+ * and keeps none for it from now on (a closed stream's teardown frees them),
+ * so that nothing of ours holds the device once the ids on it are
+ * destroyed. Takes the cache's lock. */
+void tp_dev_gone(struct ibv_context *ctx);
 
 /* Create the stream's completion channel and CQ, if not yet there (any
  * thread: under t->lock). Lets a side create them while it waits for its

@@ -252,23 +252,32 @@ void tp_wait_done(struct tp *t)
 
 int tp_consume(struct tp *t)
 {
+	struct ibv_comp_channel *cc;
 	struct ibv_cq *cq;
 	void *ctx;
+	int got;
 
-	if (t->owner != rsock_pid() || !t->cc)
+	if (t->owner != rsock_pid())
 		return 0; /* the channel is the parent's */
-	if (ibv_get_cq_event(t->cc, &cq, &ctx))
-		return 0;
-	ibv_ack_cq_events(cq, 1);
-	stats_cq_event();
-	atomic_store(&t->armed, 0);
-	/* Another thread may be asleep on the channel, relying on the arming
-	 * this event used up (tp_wait_fd): arm again for it. */
-	if (atomic_load(&t->sleepers) > 0 && ibv_req_notify_cq(t->cq, 0) == 0) {
-		atomic_store(&t->armed, 1);
-		stats_cq_arm();
+	/* Counted, as callers need not hold the lock: a device's removal
+	 * (tp_cm_event) closes the channel's file, putting a stand-in at its
+	 * number, then waits for the threads that may have read an event
+	 * from it before it destroys the CQ they re-arm. */
+	atomic_fetch_add(&t->consumers, 1);
+	cc = t->cc;
+	if ((got = cc && ibv_get_cq_event(cc, &cq, &ctx) == 0)) {
+		ibv_ack_cq_events(cq, 1);
+		stats_cq_event();
+		atomic_store(&t->armed, 0);
+		/* Another thread may be asleep on the channel, relying on the
+		 * arming this event used up (tp_wait_fd): arm again for it. */
+		if (atomic_load(&t->sleepers) > 0 && ibv_req_notify_cq(cq, 0) == 0) {
+			atomic_store(&t->armed, 1);
+			stats_cq_arm();
+		}
 	}
-	return 1;
+	atomic_fetch_sub(&t->consumers, 1);
+	return got;
 }
 
 /* Request a completion event unless one is already requested. */
