@@ -62,6 +62,28 @@ echo_srv() {
 	rdma_crossed 500
 }
 
+# A reader credits what it read within 20 ms (the late credit), so the
+# survivor tells a peer that left 100 bytes unread (a reset) from one that
+# read its last 100 (EOF), as a quarter of the ring could not (doc/design.md,
+# "Wire protocol").
+@test "limits: a peer killed with 100 bytes or 10 KB unread (below a quarter of the ring): the survivor's read gets ECONNRESET and its write EPIPE; one that read them: EOF, as over kernel TCP" {
+	local cases="sendrst:100/read sendrst:10000/read sendrst:100/poll recv:100/read recv:10000/read
+		recv:100/epoll" port
+	port=$(free_port)
+	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
+	port=$(free_port)
+	rdma_snapshot
+	bounded 90 env $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
+	same_outcome
+	[ "$(grep -c 'returned ECONNRESET.*then write EPIPE' rdma.txt)" -eq 2 ]
+	[ "$(grep -c 'returned EOF.*then write EPIPE' rdma.txt)" -eq 2 ]
+	[ "$(grep -c ' fast' rdma.txt)" -eq 6 ]
+	! grep -q slow rdma.txt
+	[ "$(stat_of cli.log rdma)" -eq 6 ]
+	stats_only_rdma cli.log
+	rdma_crossed 200
+}
+
 @test "limits: a peer stopped (SIGSTOP) for 3 s mid-stream, then continued: the echo goes on intact, no error, as over kernel TCP" {
 	local run port pre t0 t1 i n=20000000
 	rand_file data "$n"
