@@ -21,7 +21,7 @@ kill HOST PORT CASE...: for each CASE ("VICTIM[:BYTES]/OP") start this program a
       norecv    never reads: the survivor writes until it blocks
     OP: what the survivor blocks in: read, write (norecv), poll or epoll
     (for input; for output with norecv). After a blocked read a write
-    follows (sendrst, unreadrst, recv).
+    follows (sendrst, unreadrst, recv), and a poll (sendrst).
 srv HOST PORT: an echo server for any number of streams at once (a thread
     each), up to its EOF.
 many HOST PORT K BYTES: open K streams to srv, all at once, then send BYTES
@@ -205,6 +205,8 @@ def kill_case(host, port, case):
             said.append("then read %d bytes then %s" % (len(got), end))
         if what in ("recv", "sendrst"):
             said.append("then write %s" % write_until_error(s, time.monotonic() + 2))
+        if what == "sendrst":  # (the error told once: no POLLERR now)
+            said.append("then poll %s" % wait_in(s, "poll", False))
     t.join()
     v.wait()
     s.close()

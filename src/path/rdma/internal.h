@@ -104,6 +104,20 @@ static inline int tp_iov_from(const struct iovec *iov, int iovcnt, size_t skip,
 	return n;
 }
 
+/* The stream's error (err, not -EPIPE) for a read or write of the
+ * application: as TCP reports a socket's error once (sock_error), the
+ * first call gets it, later ones what a reset socket answers: the end of
+ * the stream to a read (0), EPIPE to a write. Readiness then drops
+ * POLLERR. */
+static inline int tp_err_report(struct tp *t, int write)
+{
+	if (!t->err_told) {
+		t->err_told = 1;
+		return t->err;
+	}
+	return write ? -EPIPE : 0;
+}
+
 /* Whether the stream's end (or an error) has come: nothing more to wait for. */
 static inline int tp_rx_ended(const struct tp *t)
 {

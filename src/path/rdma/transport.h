@@ -161,6 +161,7 @@ struct tp {
 	int fin_sent;
 	int peer_gone;               /* control connection closed by the peer */
 	int err;                     /* sticky -errno: -ECONNRESET, -EIO ... */
+	int err_told;                /* err was returned to a read or write (tp_err_report) */
 	int rd_shut;                 /* shutdown(SHUT_RD): reads end once the ring is empty */
 	int zc_off;                  /* registering a send's buffer failed: copy from now */
 	int switching;               /* in switch_within: the control connection is TCP's next */
