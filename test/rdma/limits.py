@@ -31,10 +31,10 @@ fds HOST PORT LIMIT BYTES: open 2 streams to srv, set RLIMIT_NOFILE's soft
     limit to LIMIT, open more until socket() or connect() fails (print
     "opened N then ERRNO at CALL", N counting the first 2), then echo BYTES
     on each stream opened.
-acc HOST PORT LIMIT K: RLIMIT_NOFILE to LIMIT, listen, print "listening",
-    accept K streams or until accept() fails ("accepted N then ERRNO"; the
-    listener is then closed), then echo each accepted stream to its EOF;
-    con (below) is its client.
+acc HOST PORT LIMIT K [after]: RLIMIT_NOFILE to LIMIT (after listen() with
+    "after"), listen, print "listening", accept K streams or until accept()
+    fails ("accepted N then ERRNO"; the listener is then closed), then echo
+    each accepted stream to its EOF; con (below) is its client.
 con HOST PORT K BYTES: open up to K streams to acc (until a connect()
     fails), then print how many echoed BYTES intact.
 """
@@ -266,9 +266,12 @@ def fds(host, port, lim, n):
     print("%d echoed intact" % echo_each(streams, n), flush=True)
 
 
-def acc(host, port, lim, k):
-    limit(lim)
+def acc(host, port, lim, k, after):
+    if not after:
+        limit(lim)
     l = echoes.listener(host, port, 512)
+    if after:
+        limit(lim)
     print("listening", flush=True)
     streams, end = [], "all"
     while len(streams) < k:
@@ -318,7 +321,7 @@ def main():
     elif role == "fds":
         fds(host, port, int(a[0]), int(a[1]))
     elif role == "acc":
-        acc(host, port, int(a[0]), int(a[1]))
+        acc(host, port, int(a[0]), int(a[1]), "after" in a[2:])
     elif role == "con":
         con(host, port, int(a[0]), int(a[1]))
 
