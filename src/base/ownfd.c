@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -80,6 +81,13 @@ int ownfd_mark(int fd)
 	}
 	pthread_rwlock_unlock(&ownfd_lock);
 	return rc;
+}
+
+int ownfd_room(void)
+{
+	struct rlimit rl;
+
+	return getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= OWNFD_BASE + 2;
 }
 
 /* A close-on-exec duplicate of fd at OWNFD_BASE or above, or -1. */

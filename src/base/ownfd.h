@@ -29,6 +29,13 @@ static inline int ownfd_maybe(int fd)
 /* The lowest number ownfd_move() moves a descriptor to. */
 #define OWNFD_BASE 512
 
+/* Whether the limit on open files (RLIMIT_NOFILE's soft limit, read now)
+ * leaves a stream's own two descriptors room at OWNFD_BASE and above: 1 or
+ * 0. Without it a new stream stays on TCP before the library opens
+ * anything for it (a probe's file, a device), which would take one of the
+ * application's numbers. */
+int ownfd_room(void);
+
 /* Record fd as the library's own. Returns 0 or -errno. */
 int ownfd_mark(int fd);
 

@@ -447,7 +447,10 @@ int conn_settle_later(struct conn *c, int fd, int client)
 		return -EOPNOTSUPP;
 	if (!(l = calloc(1, sizeof(*l))))
 		return -ENOMEM;
-	if ((l->fd = ownfd_dup(fd)) < 0) {
+	/* Never one of the application's numbers: a server accepting a burst
+	 * at its limit on open files would get EMFILE sooner. Without a
+	 * number above them the stream settles at its first use. */
+	if ((l->fd = ownfd_dup_high(fd)) < 0) {
 		rc = -errno;
 		free(l);
 		return rc;

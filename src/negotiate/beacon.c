@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/ownfd.h"
 #include "base/proc.h"
 #include "base/proto.h"
 
@@ -82,6 +83,14 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len)
 
 	if (sa_is_loopback(addr) || len > sizeof(ss))
 		return;
+	/* A limit on open files that leaves its streams no room above the
+	 * application's numbers: no stream could be carried, and the beacon's
+	 * descriptors (the library's thread's) would take the application's. */
+	if (!ownfd_room()) {
+		log_debug("listen: no beacon on port %u: the limit on open files leaves no room "
+			  "at %d and above for the library's descriptors", sa_port(addr), OWNFD_BASE);
+		return;
+	}
 	/* An rdma_cm listen on the wildcard address listens on every device,
 	 * and an iWARP device's listen takes TCP's port itself (in hardware,
 	 * or in the kernel for a software one): the application's own

@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/ownfd.h"
 #include "base/proc.h"
 #include "base/proto.h"
 #include "base/real.h"
@@ -75,13 +76,20 @@ void cm_client_abandon(struct cm_client *c)
 static int client_device(struct cm_client *c, const struct sockaddr_storage *at,
 			 enum rsock_fallback_reason *why)
 {
+	int e = 0;
+
 	*why = RSOCK_FB_NO_DEVICE;
 	if (!(c->ch = cm_channel_new()) || rdma_create_id(c->ch, &c->id, NULL, RDMA_PS_TCP)) {
+		e = errno ? errno : ENODEV;
 		c->id = NULL;
+	} else if (rdma_bind_addr(c->id, (struct sockaddr *)at)) {
+		e = errno ? errno : ENODEV;
+	}
+	if (e || !c->id->verbs) {
+		if (e == EMFILE || e == ENFILE) /* (the channel's file, the device's) */
+			*why = RSOCK_FB_RESOURCES;
 		return -EOPNOTSUPP;
 	}
-	if (rdma_bind_addr(c->id, (struct sockaddr *)at) || !c->id->verbs)
-		return -EOPNOTSUPP;
 	/* The probe is an rdma_cm connect, which on an iWARP device is a TCP
 	 * connection to the peer's port: a plain listener there would accept
 	 * it. Only InfiniBand and RoCE devices (their own CM) take part. */
@@ -107,9 +115,13 @@ static int client_device(struct cm_client *c, const struct sockaddr_storage *at,
 static int client_local(struct cm_client *c, enum rsock_fallback_reason *why)
 {
 	char dev[64];
+	int rc = sa_route_source((struct sockaddr *)&c->peer, &c->local);
 
-	if (sa_route_source((struct sockaddr *)&c->peer, &c->local))
+	if (rc) {
+		if (rc == -EMFILE || rc == -ENFILE) /* (its look needs a socket) */
+			*why = RSOCK_FB_RESOURCES;
 		return -EOPNOTSUPP;
+	}
 	sa_set_port((struct sockaddr *)&c->local, 0);
 	switch (cm_dev_local((struct sockaddr *)&c->local, dev, sizeof(dev))) {
 	case CM_LOCAL_NONE:
@@ -195,6 +207,12 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 			  "since it opened the RDMA device", fd);
 		return -EOPNOTSUPP;
 	}
+	if (!ownfd_room()) {
+		log_debug("connect: fd %d stays on TCP: the limit on open files leaves no room "
+			  "at %d and above for the stream's own descriptors", fd, OWNFD_BASE);
+		*why = RSOCK_FB_RESOURCES;
+		return -EOPNOTSUPP;
+	}
 	if (!(c = calloc(1, sizeof(*c)))) {
 		*why = RSOCK_FB_RESOURCES;
 		return -EOPNOTSUPP;
@@ -209,9 +227,9 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 		log_debug("probe of port %u: %s (%d)", sa_port(addr), rc == 0 ? "plain peer" : "failed", rc);
 		if (rc == 0 || rc == -ETIMEDOUT)
 			cm_neg_insert(addr);
-		*why = rc == 0 || rc == -ETIMEDOUT ? RSOCK_FB_PEER
-		       : rc == -EAGAIN		    ? RSOCK_FB_RESOURCES
-						    : RSOCK_FB_NO_DEVICE;
+		*why = rc == 0 || rc == -ETIMEDOUT			    ? RSOCK_FB_PEER
+		       : rc == -EAGAIN || rc == -EMFILE || rc == -ENFILE ? RSOCK_FB_RESOURCES
+									    : RSOCK_FB_NO_DEVICE;
 		goto plain;
 	}
 	/* A librsock peer: now the device (if sysfs decided), rings and CQ */

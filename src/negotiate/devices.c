@@ -53,10 +53,17 @@ static struct cm_dev *dev_find(struct ibv_context *ctx)
 		d->pid = rsock_pid();
 		d->next = cm_devs;
 		cm_devs = d;
-		/* rdma-core opened the device for librdmacm: its descriptors
-		 * are ours, wherever they are (fdtab.h). */
-		ownfd_mark(ctx->cmd_fd);
-		ownfd_mark(ctx->async_fd);
+		/* rdma-core opened the device for librdmacm, at the lowest
+		 * free numbers: its two descriptors move above the
+		 * application's, as ours do (ownfd_move), kept where they are
+		 * only when the limit on open files leaves no room there.
+		 * rdma-core reads the numbers from the context at each use,
+		 * and nothing uses them now: the open happened in the bind
+		 * that just returned (under librdmacm's lock, which also
+		 * allocated its PD), and no stream of ours is on the device
+		 * before this first sight of it. */
+		ctx->cmd_fd = ownfd_move(ctx->cmd_fd);
+		ctx->async_fd = ownfd_move(ctx->async_fd);
 	}
 	return d;
 }

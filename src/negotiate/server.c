@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/ownfd.h"
 #include "base/proto.h"
 #include "base/real.h"
 
@@ -43,7 +44,7 @@ int cm_server_probed(const void *owner, int fd, enum rsock_fallback_reason *why)
 	 * another of this user, and the kernel hands a stream to any.) */
 	if (!cm_has_beacon(owner)) {
 		log_debug("accept: fd %d: its listener has no beacon: TCP", fd);
-		*why = RSOCK_FB_NO_DEVICE;
+		*why = ownfd_room() ? RSOCK_FB_NO_DEVICE : RSOCK_FB_RESOURCES; /* (cm_listen) */
 		return -EOPNOTSUPP;
 	}
 	if (rsock_real.getpeername(fd, (struct sockaddr *)&peer, &pl) ||
@@ -151,6 +152,9 @@ static int pending_make(int fd, const struct cm_bufs *bufs, const struct proto_h
 		*why = RSOCK_FB_NO_DEVICE;
 		return -EACCES;
 	}
+	*why = RSOCK_FB_RESOURCES;
+	if (!ownfd_room()) /* (before the data listener opens the device) */
+		return -EMFILE;
 	pthread_mutex_lock(&cm_lock);
 	if ((*l = cm_listener_for(local)))
 		(*l)->users++; /* (cm_listener_put at the handshake's end) */

@@ -168,6 +168,18 @@ static int ho_watch(void)
 	return rc;
 }
 
+void ho_prepare(void)
+{
+	int ok;
+
+	pthread_mutex_lock(&ho_lock);
+	ho_mine();
+	ok = req_r >= 0;
+	pthread_mutex_unlock(&ho_lock);
+	if (ok && ho_start() == 0)
+		ho_watch();
+}
+
 struct ho_rec *ho_register(struct path_stream *s)
 {
 	struct ho_rec *r = NULL;

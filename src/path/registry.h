@@ -43,6 +43,14 @@ void ho_hooks_set(const struct ho_hooks *h);
  * that a request finds it; starts the library's thread, which watches the
  * request pipe. Takes ho_lock. */
 struct ho_rec *ho_register(struct path_stream *s);
+/* Before a stream's own descriptors are placed (tp_new): make this
+ * process's request pipe and its epoll set, and start the library's thread
+ * (with what else it watches), now rather than when the stream comes up,
+ * so that they too land above the application's numbers while the stream's
+ * own do (the application may lower its limit on open files meanwhile).
+ * Best effort: ho_register does what is left. Takes ho_lock, then (not
+ * holding it) the start hook's locks. */
+void ho_prepare(void);
 /* s is going away (owner only): no request reaches it any more. forked: a
  * child may still hold the stream, so its record is never reused. */
 void ho_unregister(struct path_stream *s, int forked);

@@ -16,6 +16,7 @@
 #include <sys/eventfd.h>
 #include <sys/types.h>
 
+#include "base/clock.h"
 #include "base/ownfd.h"
 #include "base/proc.h"
 #include "base/real.h"
@@ -46,6 +47,9 @@ static uint64_t watch_ids;
 
 static int (*turn_fns[SERVICE_TURN_FNS])(void);
 static _Atomic int n_turn_fns;
+
+/* When a turn is due (service_turn_in; CLOCK_MONOTONIC ms, 0: none). */
+static _Atomic int64_t turn_due;
 
 static pid_t svc_pid;           /* the process the thread runs in */
 static int wake_fd = -1;        /* eventfd: service_wake */
@@ -168,6 +172,28 @@ static int turn_run(struct turn *t)
 	return more;
 }
 
+/* The sleep's time-out in ms: 0 when more work waits, else until the turn
+ * due (service_turn_in), else none (-1). */
+static int sleep_ms(int more)
+{
+	int64_t due = atomic_load(&turn_due);
+
+	if (more)
+		return 0;
+	if (!due)
+		return -1;
+	return clock_left_ms(due);
+}
+
+/* A turn due by now is this one: no longer due. */
+static void turn_begins(void)
+{
+	int64_t due = atomic_load(&turn_due);
+
+	if (due && due <= clock_now_ms())
+		atomic_compare_exchange_strong(&turn_due, &due, 0);
+}
+
 static void *service_main(void *arg)
 {
 	struct turn t;
@@ -182,10 +208,11 @@ static void *service_main(void *arg)
 	pthread_mutex_lock(&svc_run);
 	turn_snapshot(&t); /* the first turn: every revents 0 */
 	for (;;) {
+		turn_begins();
 		int more = turn_run(&t);
 		turn_snapshot(&t);
 		pthread_mutex_unlock(&svc_run);
-		rsock_real.poll(t.p, (nfds_t)t.n + 1, more ? 0 : -1);
+		rsock_real.poll(t.p, (nfds_t)t.n + 1, sleep_ms(more));
 		pthread_mutex_lock(&svc_run);
 	}
 	return NULL;
@@ -229,6 +256,17 @@ void service_wake(void)
 
 	if (service_running())
 		(void)!rsock_real.write(wake_fd, &one, sizeof(one));
+}
+
+void service_turn_in(int ms)
+{
+	int64_t due = clock_now_ms() + ms, cur = atomic_load(&turn_due);
+
+	while (!cur || cur > due)
+		if (atomic_compare_exchange_weak(&turn_due, &cur, due)) {
+			service_wake(); /* its sleep may have no time-out, or a later one */
+			return;
+		}
 }
 
 void service_fork_quiesce(void)

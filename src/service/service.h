@@ -8,7 +8,8 @@
  * ready: a callback drains what is there either way); the wake's count is
  * read; every per-turn function runs, in the order registered. Then the
  * thread sleeps in poll() on the watched descriptors and the wake, without
- * a time-out unless a per-turn function said more work waits.
+ * a time-out unless a per-turn function said more work waits (none then)
+ * or a turn is due (service_turn_in).
  *
  * The thread holds the run lock whenever it is not asleep in poll(); a fork
  * takes it first (service_fork_quiesce), so no child is forked while the
@@ -52,6 +53,11 @@ int service_start(void);
 int service_running(void);
 /* Make the thread take a turn soon (from any thread; async-signal-safe). */
 void service_wake(void);
+/* Make the thread take a turn within ms milliseconds, for per-turn work
+ * that waits on time (from any thread): it is woken to shorten its sleep
+ * when that would last longer, a write only then. A per-turn function
+ * checks its own clock, as a turn may come sooner. */
+void service_turn_in(int ms);
 
 /* Around fork (init.c), before every other lock the thread may take: wait
  * until the thread sleeps in poll() and keep it there; resumed in parent

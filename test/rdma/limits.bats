@@ -62,6 +62,28 @@ echo_srv() {
 	rdma_crossed 500
 }
 
+# A reader credits what it read within 20 ms (the late credit), so the
+# survivor tells a peer that left 100 bytes unread (a reset) from one that
+# read its last 100 (EOF), as a quarter of the ring could not (doc/design.md,
+# "Wire protocol").
+@test "limits: a peer killed with 100 bytes or 10 KB unread (below a quarter of the ring): the survivor's read gets ECONNRESET and its write EPIPE; one that read them: EOF, as over kernel TCP" {
+	local cases="sendrst:100/read sendrst:10000/read sendrst:100/poll recv:100/read recv:10000/read
+		recv:100/epoll" port
+	port=$(free_port)
+	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
+	port=$(free_port)
+	rdma_snapshot
+	bounded 90 env $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
+	same_outcome
+	[ "$(grep -c 'returned ECONNRESET.*then write EPIPE' rdma.txt)" -eq 2 ]
+	[ "$(grep -c 'returned EOF.*then write EPIPE' rdma.txt)" -eq 2 ]
+	[ "$(grep -c ' fast' rdma.txt)" -eq 6 ]
+	! grep -q slow rdma.txt
+	[ "$(stat_of cli.log rdma)" -eq 6 ]
+	stats_only_rdma cli.log
+	rdma_crossed 200
+}
+
 @test "limits: a peer stopped (SIGSTOP) for 3 s mid-stream, then continued: the echo goes on intact, no error, as over kernel TCP" {
 	local run port pre t0 t1 i n=20000000
 	rand_file data "$n"
@@ -175,13 +197,72 @@ many_streams() {
 	r=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' rdma.txt)
 	grep -qx "$t echoed intact" tcp.txt
 	grep -qx "$r echoed intact" rdma.txt
-	# A stream's own descriptors never take the application's numbers
-	# (tp_new); the ones rdma-core and librdmacm open once per process
-	# (each device's command and event descriptors, the rdma_cm file) do,
-	# wherever the kernel puts them: up to 8 fewer streams than over TCP.
-	[ "$r" -le "$t" ] && [ "$r" -ge $((t - 8)) ]
+	# None of the library's descriptors takes one of the application's
+	# numbers: a stream's own, the process's (made with its first stream,
+	# ho_prepare), the device's command and event descriptors (moved), and
+	# nothing opened for a stream the limit leaves no room (ownfd_room).
+	[ "$r" -eq "$t" ]
 	stats_line cli.log | sed 's/^.*stats: /# /' >&3
 	[ "$(stat_of cli.log rdma)" -eq 2 ]
 	[ "$(stat_of cli.log tcp)" -eq $((r - 2)) ]
-	[ "$(stat_of cli.log resources)" -ge 1 ]
+	[ "$(stat_of cli.log resources)" -eq $((r - 2)) ]
+}
+
+# Above 512 the library's descriptors share the numbers the application
+# reaches last: two for each RDMA stream (the control connection's
+# duplicate, the completion channel: design.md, "Lock order and
+# lifetimes") and the process's own, from its first stream on.
+@test "limits: RLIMIT_NOFILE 560 (above 512): EMFILE at socket() after as many streams as over kernel TCP less two for each RDMA stream and the process's own descriptors (at most 10), every echo intact" {
+	local t r n
+	echo_srv
+	bounded 120 $LP fds "$ADDR_B" "$SRV_PORT" 560 1000 >tcp.txt
+	bounded 120 env $(rsock_env cli) $LP fds "$ADDR_B" "$SRV_PORT" 560 1000 >rdma.txt
+	sed 's/^/# tcp:  /' tcp.txt >&3
+	sed 's/^/# rdma: /' rdma.txt >&3
+	t=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' tcp.txt)
+	r=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' rdma.txt)
+	grep -qx "$t echoed intact" tcp.txt
+	grep -qx "$r echoed intact" rdma.txt
+	n=$(stat_of cli.log rdma)
+	stats_line cli.log | sed 's/^.*stats: /# /' >&3
+	[ "$n" -ge 10 ]
+	[ "$r" -le $((t - 2 * n)) ] && [ "$r" -ge $((t - 2 * n - 10)) ]
+	[ "$(stat_of cli.log tcp)" -eq $((r - n)) ]
+	[ "$(stat_of cli.log resources)" -eq $((r - n)) ]
+}
+
+# acc_at_limit LIMIT K [after]: limits.py's acc (RLIMIT_NOFILE LIMIT, before
+# or after its listen()) and con (K streams), over kernel TCP (tcp.txt) and
+# librsock (rdma.txt, the server's log srv-rdma.log).
+acc_at_limit() {
+	local run port
+	for run in tcp rdma; do
+		local pre=
+		[ $run = rdma ] && pre="$(rsock_env "srv-$run")"
+		rm -f "srv-$run.log" "cli-$run.log"
+		port=$(free_port)
+		start_bg "srv-$run" env $pre $LP acc "$ADDR_B" "$port" "$@"
+		local srv=$BG_PID
+		wait_for_port "$port" 15 "$srv"
+		bounded 120 env ${pre:+$(rsock_env "cli-$run")} $LP con "$ADDR_B" "$port" "$2" 1000 >"cli-$run.out"
+		wait_bg "$srv" 30
+		cat "srv-$run.out" "cli-$run.out" >"$run.txt"
+	done
+	same_outcome
+	grep -q '^accepted [0-9]* then EMFILE$' rdma.txt
+	stats_line srv-rdma.log | sed 's/^.*stats: /# srv /' >&3
+	ACCEPTED=$(sed -n 's/^accepted \([0-9]*\) .*/\1/p' rdma.txt)
+	[ "$(stat_of srv-rdma.log tcp)" -eq "$ACCEPTED" ]
+}
+
+# Before listen(): no beacon (cm_listen), the clients find a plain server.
+# After it: each stream's hello is refused ('resources') at its first use,
+# or the client gave up waiting for the answer ('peer'), none settled by
+# the library's thread, whose descriptor would take a number (conn.c).
+@test "limits: RLIMIT_NOFILE 100 at a server, set before listen() or after it: accept() fails with EMFILE after as many streams as over kernel TCP, each echoed, on TCP counted 'resources'" {
+	acc_at_limit 100 200
+	[ "$(stat_of srv-rdma.log resources)" -eq "$ACCEPTED" ]
+	acc_at_limit 100 200 after
+	[ $(($(stat_of srv-rdma.log resources) + $(stat_of srv-rdma.log peer))) -eq "$ACCEPTED" ]
+	[ "$(stat_of srv-rdma.log resources)" -ge 1 ]
 }

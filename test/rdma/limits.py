@@ -4,7 +4,7 @@ prints is the same over kernel TCP and over librsock when the two agree
 (no addresses, ports or descriptor numbers; times only as "fast" (< 1 s)
 or "slow"). Bytes are checked against a SHA-256 in the program.
 
-kill HOST PORT CASE...: for each CASE ("VICTIM/OP") start this program as
+kill HOST PORT CASE...: for each CASE ("VICTIM[:BYTES]/OP") start this program as
     `victim` (a process of its own, same environment) listening on PORT+i,
     connect to it, move bytes, block in OP and SIGKILL the victim from a
     thread 0.3 s later (the victim itself waits for ever); print what OP and
@@ -12,15 +12,16 @@ kill HOST PORT CASE...: for each CASE ("VICTIM/OP") start this program as
     VICTIM: what the killed process does
       send      sends 200,000 bytes, which the survivor reads before it
                 blocks: EOF expected (the victim read everything it got)
-      sendrst   the survivor first sends 100,000 bytes the victim never
+      sendrst   the survivor first sends BYTES (100,000) the victim never
                 reads, then the victim sends 200,000 (a reset expected)
       unread    sends 200,000 bytes the survivor reads only after the kill
-      unreadrst both: the survivor's 100,000 bytes unread by the victim,
+      unreadrst both: the survivor's BYTES (100,000) unread by the victim,
                 the victim's 200,000 read by the survivor after the kill
-      recv      reads the survivor's 200,000 bytes, answers one byte, waits
+      recv      reads the survivor's BYTES (200,000), answers one byte, waits
       norecv    never reads: the survivor writes until it blocks
     OP: what the survivor blocks in: read, write (norecv), poll or epoll
-    (for input; for output with norecv).
+    (for input; for output with norecv). After a blocked read a write
+    follows (sendrst, unreadrst, recv), and a poll (sendrst).
 srv HOST PORT: an echo server for any number of streams at once (a thread
     each), up to its EOF.
 many HOST PORT K BYTES: open K streams to srv, all at once, then send BYTES
@@ -30,10 +31,10 @@ fds HOST PORT LIMIT BYTES: open 2 streams to srv, set RLIMIT_NOFILE's soft
     limit to LIMIT, open more until socket() or connect() fails (print
     "opened N then ERRNO at CALL", N counting the first 2), then echo BYTES
     on each stream opened.
-acc HOST PORT LIMIT K: RLIMIT_NOFILE to LIMIT, listen, print "listening",
-    accept K streams or until accept() fails ("accepted N then ERRNO"; the
-    listener is then closed), then echo each accepted stream to its EOF;
-    con (below) is its client.
+acc HOST PORT LIMIT K [after]: RLIMIT_NOFILE to LIMIT (after listen() with
+    "after"), listen, print "listening", accept K streams or until accept()
+    fails ("accepted N then ERRNO"; the listener is then closed), then echo
+    each accepted stream to its EOF; con (below) is its client.
 con HOST PORT K BYTES: open up to K streams to acc (until a connect()
     fails), then print how many echoed BYTES intact.
 """
@@ -73,7 +74,7 @@ def digest(b):
 
 # ---- kill ---------------------------------------------------------------------
 
-def victim(host, port, what):
+def victim(host, port, what, n):
     l = echoes.listener(host, port)
     print("ready", flush=True)
     c, _ = l.accept()
@@ -83,7 +84,7 @@ def victim(host, port, what):
         time.sleep(0.3)  # the survivor's bytes arrive first, never read
         c.sendall(pattern(N, "v"))
     elif what == "recv":
-        if echoes.read_exact(c, N) == pattern(N, "s"):
+        if echoes.read_exact(c, n) == pattern(n, "s"):
             c.sendall(b"k")
     time.sleep(60)
 
@@ -134,7 +135,9 @@ def write_until_error(s, deadline):
 
 def kill_case(host, port, case):
     what, op = case.split("/")
-    v = subprocess.Popen([sys.executable, __file__, "victim", host, str(port), what],
+    what, _, n = what.partition(":")
+    n = int(n) if n else N // 2 if what.endswith("rst") else N
+    v = subprocess.Popen([sys.executable, __file__, "victim", host, str(port), what, str(n)],
                          stdout=subprocess.PIPE, close_fds=False)
     v.stdout.readline()
     s = socket.create_connection((host, port))
@@ -151,12 +154,12 @@ def kill_case(host, port, case):
         return "fast" if d < 1.0 else "slow (%.1f s)" % d
 
     if what in ("sendrst", "unreadrst"):
-        s.sendall(pattern(N // 2, "s"))
+        s.sendall(pattern(n, "s"))
     if what in ("send", "sendrst"):
         got = echoes.read_exact(s, N)
         said.append("read %s" % ("intact" if got == pattern(N, "v") else "garbled %d" % len(got)))
     elif what == "recv":
-        s.sendall(pattern(N, "s"))
+        s.sendall(pattern(n, "s"))
         said.append("answer %r" % echoes.read_exact(s, 1))
     t = threading.Thread(target=kill_later, args=(0.3 if not what.startswith("unread") else 0.8,))
     t.start()
@@ -169,6 +172,7 @@ def kill_case(host, port, case):
         said.append("after the kill read %s then %s" % (
             "intact" if whole and end == "EOF" else "a prefix" if got == pattern(len(got), "v") else
             "%d garbled bytes" % len(got), end))
+        said.append("then write %s" % write_until_error(s, time.monotonic() + 2))
     elif what == "norecv":
         data = pattern(1 << 20, "s")
         if op == "write":
@@ -199,8 +203,10 @@ def kill_case(host, port, case):
             said.append("%s returned %s %s" % (op, ev, since()))
             got, end = readall(s)
             said.append("then read %d bytes then %s" % (len(got), end))
-        if what == "recv":
+        if what in ("recv", "sendrst"):
             said.append("then write %s" % write_until_error(s, time.monotonic() + 2))
+        if what == "sendrst":  # (the error told once: no POLLERR now)
+            said.append("then poll %s" % wait_in(s, "poll", False))
     t.join()
     v.wait()
     s.close()
@@ -260,9 +266,12 @@ def fds(host, port, lim, n):
     print("%d echoed intact" % echo_each(streams, n), flush=True)
 
 
-def acc(host, port, lim, k):
-    limit(lim)
+def acc(host, port, lim, k, after):
+    if not after:
+        limit(lim)
     l = echoes.listener(host, port, 512)
+    if after:
+        limit(lim)
     print("listening", flush=True)
     streams, end = [], "all"
     while len(streams) < k:
@@ -304,7 +313,7 @@ def main():
         for i, case in enumerate(a):
             kill_case(host, port + i, case)
     elif role == "victim":
-        victim(host, port, a[0])
+        victim(host, port, a[0], int(a[1]))
     elif role == "srv":
         serve(host, port)
     elif role == "many":
@@ -312,7 +321,7 @@ def main():
     elif role == "fds":
         fds(host, port, int(a[0]), int(a[1]))
     elif role == "acc":
-        acc(host, port, int(a[0]), int(a[1]))
+        acc(host, port, int(a[0]), int(a[1]), "after" in a[2:])
     elif role == "con":
         con(host, port, int(a[0]), int(a[1]))
 

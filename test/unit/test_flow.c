@@ -72,15 +72,34 @@ static void test_credit_covers_several(void **state)
 	free(t);
 }
 
-/* A peer gone without FIN or RESET surely left bytes unread when more are
- * uncredited than its credit thresholds let a reader that read everything
- * keep: a quarter of its ring, or half the message allowance. */
+/* A peer of version 4 gone without FIN or RESET left bytes unread when any
+ * is uncredited: its reader credits whatever it read, late. */
 static void test_peer_left_unread(void **state)
+{
+	struct tp *t = tp_make();
+
+	(void)state;
+	t->peer_version = PROTO_VERSION_LATE_CREDIT;
+	assert_false(tp_peer_left_unread(t));
+	post(t, 100);
+	assert_true(tp_peer_left_unread(t));
+	assert_int_equal(tp_credit_take(t, 99), 0);
+	assert_true(tp_peer_left_unread(t));
+	assert_int_equal(tp_credit_take(t, 1), 0);
+	assert_false(tp_peer_left_unread(t));
+	free(t);
+}
+
+/* An older peer surely left bytes unread only when more are uncredited than
+ * its credit thresholds let a reader that read everything keep: a quarter
+ * of its ring, or half the message allowance. */
+static void test_peer_left_unread_v3(void **state)
 {
 	struct tp *t = tp_make();
 	int i;
 
 	(void)state;
+	t->peer_version = PROTO_VERSION_FAILOVER;
 	assert_false(tp_peer_left_unread(t));
 	post(t, PEER_SIZE / 4 - 1); /* all of it may have been read */
 	assert_false(tp_peer_left_unread(t));
@@ -349,6 +368,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_credit_covers_several),
 		cmocka_unit_test(test_peer_left_unread),
+		cmocka_unit_test(test_peer_left_unread_v3),
 		cmocka_unit_test(test_credit_never_sent),
 		cmocka_unit_test(test_allowance_wraps),
 		cmocka_unit_test(test_positions_past_32_bits),

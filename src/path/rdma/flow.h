@@ -100,12 +100,16 @@ static inline int tp_resend_iov(const struct tp *t, uint64_t rx, struct iovec *v
 }
 
 /* The peer's process ended without a FIN or RESET over RDMA (its kernel
- * closed the control connection): whether its ring surely held unread bytes
- * of ours, as a reader that read everything leaves fewer uncredited than a
- * quarter of its ring and than half the message allowance (tp_credit_due).
- * Its TCP socket would have sent a reset then. */
+ * closed the control connection): whether its ring held unread bytes of
+ * ours, when its TCP socket would have sent a reset. A peer of version 4
+ * credits whatever it read within TP_LATE_CREDIT_MS: any byte of ours not
+ * credited was unread (or in flight). An older one credits only at the
+ * thresholds (tp_credit_due): fewer uncredited than a quarter of its ring
+ * and than half the message allowance may have been read. */
 static inline int tp_peer_left_unread(const struct tp *t)
 {
+	if (t->peer_version >= PROTO_VERSION_LATE_CREDIT)
+		return t->peer.tail != t->peer.acked;
 	return t->peer.tail - t->peer.acked >= t->peer.size / 4 ||
 	       t->msg_count >= TP_MAX_DATA_MSGS / 2;
 }

@@ -35,6 +35,9 @@ _Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "recei
 #define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
 #define TP_LINGER_MS 2000  /* the most close() waits for what it posted */
 #define TP_SPILL_AFTER_MS 20    /* a blocked send's wait before it spills */
+/* The most a reader that read everything owes its peer a credit: the
+ * peer's test of a dead reader's unread bytes ("Wire protocol"). */
+#define TP_LATE_CREDIT_MS 20
 /* Bounded detection (doc/design.md, "Errors"): the QP's ACK time-out,
  * 4.096 us x 2^TP_ACK_TIMEOUT (134 ms), and its retries: a write the peer's
  * device does not acknowledge fails after 8 tries, about 1.1 s. */
@@ -99,6 +102,20 @@ static inline int tp_iov_from(const struct iovec *iov, int iovcnt, size_t skip,
 		skip = 0;
 	}
 	return n;
+}
+
+/* The stream's error (err, not -EPIPE) for a read or write of the
+ * application: as TCP reports a socket's error once (sock_error), the
+ * first call gets it, later ones what a reset socket answers: the end of
+ * the stream to a read (0), EPIPE to a write. Readiness then drops
+ * POLLERR. */
+static inline int tp_err_report(struct tp *t, int write)
+{
+	if (!t->err_told) {
+		t->err_told = 1;
+		return t->err;
+	}
+	return write ? -EPIPE : 0;
 }
 
 /* Whether the stream's end (or an error) has come: nothing more to wait for. */
@@ -179,8 +196,16 @@ int tp_arm(struct tp *t);
 /* Return consumed bytes to the peer (a credit), when any and the send
  * queue has room. */
 void tp_send_credit(struct tp *t);
-/* After a read: credit when tp_credit_due says so. */
+/* After a read: credit when tp_credit_due says so, else, when the read
+ * leaves some owed, within TP_LATE_CREDIT_MS (the library's thread). */
 void tp_maybe_credit(struct tp *t);
+/* t is closing: off the late credits' list. */
+void tp_credit_late_drop(struct tp *t);
+/* Around fork (tp_fork_lock): the late credits' list's lock, held across
+ * it; in the child (before the unlock) the list, the parent's, is dropped. */
+void tp_credit_late_lock(void);
+void tp_credit_late_unlock(void);
+void tp_credit_late_fork_child(void);
 /* Move the ring's unread bytes to the spill and credit them; returns the
  * bytes moved. */
 uint64_t tp_spill(struct tp *t);

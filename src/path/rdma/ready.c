@@ -42,8 +42,8 @@ static short ready_locked(struct tp *t)
 		ev |= POLLIN | POLLRDNORM;
 	if (t->eof || t->peer_gone || t->rd_shut)
 		ev |= POLLRDHUP;
-	if (t->err && t->err != -EPIPE)
-		ev |= POLLERR | POLLHUP | POLLRDHUP; /* a reset shuts both directions */
+	if (t->err && t->err != -EPIPE) /* a reset shuts both directions, its error told once */
+		ev |= (t->err_told ? 0 : POLLERR) | POLLHUP | POLLRDHUP;
 	else if ((t->eof || t->peer_gone) && t->fin_sent)
 		ev |= POLLHUP;
 	if (t->fin_sent || t->peer_gone || t->err || writable_locked(t))

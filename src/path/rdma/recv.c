@@ -156,8 +156,9 @@ ssize_t tp_recv(struct tp *t, const struct iovec *iov, int iovcnt, int flags, in
 				break;
 			continue;
 		}
-		if (t->err && t->err != -EPIPE) {
-			r = t->err;
+		if (t->err && t->err != -EPIPE && !t->err_told) {
+			if (!done) /* (else the next call's; the end of the stream after it) */
+				r = tp_err_report(t, 0);
 			break;
 		}
 		if (tp_rx_ended(t))

@@ -255,6 +255,8 @@ static RSOCK_NOINLINE ssize_t send_locked(struct tp *t, const struct iovec *iov,
 		done += n;
 	}
 	tp_zc_end(t, &zc);
+	if (!done && r && r == t->err && r != -EPIPE && r != -ESHUTDOWN)
+		r = tp_err_report(t, 1); /* (after bytes sent, the next call's) */
 	mtx_unlock(&t->lock);
 	if (done)
 		return (ssize_t)done;

@@ -65,7 +65,14 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	atomic_init(&t->rcvlowat, 1);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. Never
-	 * one of the application's numbers ("Descriptors, fork, exec"). */
+	 * one of the application's numbers ("Descriptors, fork, exec"), nor
+	 * the process's own descriptors the stream needs (ho_prepare). */
+	t->tcp_fd = -1;
+	if (!ownfd_room()) {
+		rc = -EMFILE;
+		goto fail;
+	}
+	ho_prepare();
 	t->tcp_fd = ownfd_dup_high(tcp_fd);
 	if (t->tcp_fd < 0) {
 		rc = -errno;

@@ -150,6 +150,10 @@ struct tp {
 	 * rx_msg_read of them (from the oldest) are fully read. */
 	uint64_t rx_msg_end[TP_MAX_DATA_MSGS + 1];
 	unsigned rx_msg_head, rx_msg_count, rx_msg_read;
+	/* Its link on the list of streams that owe the peer a late credit
+	 * (flow.c), under that list's lock and t->lock; late_pprev NULL: not
+	 * on it. */
+	struct tp *late_next, **late_pprev;
 
 	int tcp_fd;                  /* the control connection: our own duplicate */
 	pid_t owner;                 /* the process whose verbs objects these are */
@@ -158,6 +162,7 @@ struct tp {
 	int fin_sent;
 	int peer_gone;               /* control connection closed by the peer */
 	int err;                     /* sticky -errno: -ECONNRESET, -EIO ... */
+	int err_told;                /* err was returned to a read or write (tp_err_report) */
 	int rd_shut;                 /* shutdown(SHUT_RD): reads end once the ring is empty */
 	int zc_off;                  /* registering a send's buffer failed: copy from now */
 	int switching;               /* in switch_within: the control connection is TCP's next */
@@ -417,7 +422,8 @@ void tp_close(struct tp *t, int abort);
 int tp_reap(void);
 
 /* In a forked child: the parent's closed streams awaiting teardown are the
- * parent's; drop our copies (and our copies of their descriptors). */
+ * parent's; drop our copies (and our copies of their descriptors), and the
+ * parent's list of late credits. */
 void tp_reap_fork_child(void);
 
 /* At exit: let what this process posted on t complete (bounded by
@@ -425,8 +431,14 @@ void tp_reap_fork_child(void);
  * process's id from the kernel. */
 void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns);
 
-/* For init.c's pthread_atfork handlers: the ring cache's lock is held
- * across fork(). */
+/* The library's thread, each turn: the streams whose reader read
+ * everything it was sent and owes a credit below the thresholds get it,
+ * TP_LATE_CREDIT_MS after the read at most (doc/design.md, "Wire
+ * protocol"). Returns 0 (a later turn is asked for with service_turn_in). */
+int tp_credit_late_turn(void);
+
+/* For init.c's pthread_atfork handlers: the ring cache's lock, the reap
+ * list's and the late credits' are held across fork(). */
 void tp_fork_lock(void);
 void tp_fork_unlock(void);
 
