@@ -13,13 +13,14 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC 0x314b5352u /* "RSK1" little-endian */
-/* 2 adds SWITCH (the hand-over to TCP), 3 its FAILOVER, 4 the late credit */
+/* 2 adds SWITCH (the hand-over to TCP), 3 its FAILOVER, 4 the read mark */
 #define PROTO_VERSION 4
 #define PROTO_VERSION_SWITCH 2 /* the first version that speaks SWITCH */
 #define PROTO_VERSION_FAILOVER 3 /* the first whose SWITCH has FAILOVER and rx_bytes */
-/* The first whose reader credits whatever it read within TP_LATE_CREDIT_MS
- * (doc/design.md, "Wire protocol"): no message of its own. */
-#define PROTO_VERSION_LATE_CREDIT 4
+/* The first whose ring (hello, hello_ack) is followed by an 8-byte word the
+ * peer writes its read mark into, and which writes its own (doc/design.md,
+ * "Wire protocol"). */
+#define PROTO_VERSION_MARK 4
 
 /* rdma_cm private data of the probe (client -> beacon connect request). */
 struct proto_probe {

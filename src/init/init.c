@@ -142,8 +142,8 @@ static void init_run(void)
 	 * the hand-over registry starts it through negotiation, which adds the
 	 * process's rdma_cm channel and beacons first. */
 	service_each_turn(tp_reap);
-	/* credits a reader owes below the thresholds, sent late (flow.c) */
-	service_each_turn(tp_credit_late_turn);
+	/* the read marks due (path/rdma/mark.c) */
+	service_each_turn(tp_mark_turn);
 	/* rsock-stat's segments of the user's processes that are gone, swept
 	 * once a segment of ours exists */
 	service_each_turn(statpub_turn);

@@ -14,6 +14,7 @@ librsock_core_la_SOURCES += \
 	src/path/rdma/cmevent.c \
 	src/path/rdma/failover.c \
 	src/path/rdma/flow.c \
+	src/path/rdma/mark.c \
 	src/path/rdma/flow.h \
 	src/path/rdma/internal.h \
 	src/path/rdma/ops.c \

@@ -51,6 +51,8 @@ static _Atomic int n_turn_fns;
 /* When a turn is due (service_turn_in; CLOCK_MONOTONIC ms, 0: none). */
 static _Atomic int64_t turn_due;
 
+static __thread int svc_self;   /* this thread is the service's */
+
 static pid_t svc_pid;           /* the process the thread runs in */
 static int wake_fd = -1;        /* eventfd: service_wake */
 static _Atomic pid_t wake_pid;  /* the process whose thread watches wake_fd */
@@ -200,6 +202,7 @@ static void *service_main(void *arg)
 
 	(void)arg;
 	rsock_guard_enter(); /* this thread's libc calls are the library's own */
+	svc_self = 1;
 	/* Past the thread's start-up code (the C library's, and a sanitizer
 	 * runtime's, which frees and allocates under its allocator's locks):
 	 * service_start may return, and from here a fork parks this thread
@@ -264,7 +267,8 @@ void service_turn_in(int ms)
 
 	while (!cur || cur > due)
 		if (atomic_compare_exchange_weak(&turn_due, &cur, due)) {
-			service_wake(); /* its sleep may have no time-out, or a later one */
+			if (!svc_self) /* (the thread itself sleeps by it next) */
+				service_wake(); /* its sleep may have no time-out, or a later one */
 			return;
 		}
 }

@@ -54,9 +54,10 @@ int service_running(void);
 /* Make the thread take a turn soon (from any thread; async-signal-safe). */
 void service_wake(void);
 /* Make the thread take a turn within ms milliseconds, for per-turn work
- * that waits on time (from any thread): it is woken to shorten its sleep
- * when that would last longer, a write only then. A per-turn function
- * checks its own clock, as a turn may come sooner. */
+ * that waits on time (from any thread, the thread's own per-turn work
+ * too): it is woken to shorten its sleep when that would last longer, a
+ * write only then. A per-turn function checks its own clock, as a turn may
+ * come sooner. */
 void service_turn_in(int ms);
 
 /* Around fork (init.c), before every other lock the thread may take: wait

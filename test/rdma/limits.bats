@@ -62,24 +62,26 @@ echo_srv() {
 	rdma_crossed 500
 }
 
-# A reader credits what it read within 20 ms (the late credit), so the
-# survivor tells a peer that left 100 bytes unread (a reset) from one that
-# read its last 100 (EOF), as a quarter of the ring could not (doc/design.md,
-# "Wire protocol").
-@test "limits: a peer killed with 100 bytes or 10 KB unread (below a quarter of the ring): the survivor's read gets ECONNRESET and its write EPIPE; one that read them: EOF, as over kernel TCP" {
-	local cases="sendrst:100/read sendrst:10000/read sendrst:100/poll recv:100/read recv:10000/read
-		recv:100/epoll" port
+# A reader writes into its peer's word what it read, within 20 ms (the
+# read mark), so the survivor tells a peer that left 100 bytes unread, in
+# its ring or moved to its spill and credited (a reset), from one that
+# read its last 100 (EOF), as credits could not (doc/design.md, "Wire
+# protocol").
+@test "limits: a peer killed with 100 bytes or 10 KB unread (below a quarter of the ring, or in its spill): the survivor's read gets ECONNRESET and its write EPIPE; one that read them: EOF, as over kernel TCP" {
+	local cases="sendrst:100/read sendrst:10000/read sendrst:100/poll spillrst:100/read spillrst:10000/poll
+		recv:100/read recv:10000/read recv:100/epoll" port
 	port=$(free_port)
 	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
 	port=$(free_port)
 	rdma_snapshot
-	bounded 90 env $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
+	bounded 90 env RSOCK_LOG_LEVEL=debug $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
 	same_outcome
-	[ "$(grep -c 'returned ECONNRESET.*then write EPIPE' rdma.txt)" -eq 2 ]
-	[ "$(grep -c 'returned EOF.*then write EPIPE' rdma.txt)" -eq 2 ]
-	[ "$(grep -c ' fast' rdma.txt)" -eq 6 ]
+	[ "$(grep -c 'read returned ECONNRESET.*then write EPIPE' rdma.txt)" -eq 3 ]
+	[ "$(grep -c 'read returned EOF.*then write EPIPE' rdma.txt)" -eq 2 ]
+	[ "$(grep -c ' fast' rdma.txt)" -eq 8 ]
 	! grep -q slow rdma.txt
-	[ "$(stat_of cli.log rdma)" -eq 6 ]
+	grep -q 'unread bytes kept beyond the ring' cli.log # (the victims' spills)
+	[ "$(stat_of cli.log rdma)" -eq 8 ]
 	stats_only_rdma cli.log
 	rdma_crossed 200
 }

@@ -14,6 +14,9 @@ kill HOST PORT CASE...: for each CASE ("VICTIM[:BYTES]/OP") start this program a
                 blocks: EOF expected (the victim read everything it got)
       sendrst   the survivor first sends BYTES (100,000) the victim never
                 reads, then the victim sends 200,000 (a reset expected)
+      spillrst  as sendrst, but the victim sends 2,000,000 bytes, which the
+                survivor reads only after 1 s: the victim blocks in its send
+                (librsock moves the unread bytes out of its ring, credited)
       unread    sends 200,000 bytes the survivor reads only after the kill
       unreadrst both: the survivor's BYTES (100,000) unread by the victim,
                 the victim's 200,000 read by the survivor after the kill
@@ -21,7 +24,8 @@ kill HOST PORT CASE...: for each CASE ("VICTIM[:BYTES]/OP") start this program a
       norecv    never reads: the survivor writes until it blocks
     OP: what the survivor blocks in: read, write (norecv), poll or epoll
     (for input; for output with norecv). After a blocked read a write
-    follows (sendrst, unreadrst, recv), and a poll (sendrst).
+    follows (sendrst, spillrst, unreadrst, recv), and a poll (sendrst,
+    spillrst).
 srv HOST PORT: an echo server for any number of streams at once (a thread
     each), up to its EOF.
 many HOST PORT K BYTES: open K streams to srv, all at once, then send BYTES
@@ -53,6 +57,7 @@ import time
 import echoes
 
 N = 200000
+N_BIG = 2000000
 
 
 def name(e):
@@ -80,9 +85,9 @@ def victim(host, port, what, n):
     c, _ = l.accept()
     if what in ("send", "unread"):
         c.sendall(pattern(N, "v"))
-    elif what in ("sendrst", "unreadrst"):
+    elif what in ("sendrst", "unreadrst", "spillrst"):
         time.sleep(0.3)  # the survivor's bytes arrive first, never read
-        c.sendall(pattern(N, "v"))
+        c.sendall(pattern(N_BIG if what == "spillrst" else N, "v"))
     elif what == "recv":
         if echoes.read_exact(c, n) == pattern(n, "s"):
             c.sendall(b"k")
@@ -153,11 +158,14 @@ def kill_case(host, port, case):
         d = time.monotonic() - killed[0]
         return "fast" if d < 1.0 else "slow (%.1f s)" % d
 
-    if what in ("sendrst", "unreadrst"):
+    if what in ("sendrst", "unreadrst", "spillrst"):
         s.sendall(pattern(n, "s"))
-    if what in ("send", "sendrst"):
-        got = echoes.read_exact(s, N)
-        said.append("read %s" % ("intact" if got == pattern(N, "v") else "garbled %d" % len(got)))
+    if what == "spillrst":
+        time.sleep(1.0)  # the victim blocks in its send meanwhile
+    if what in ("send", "sendrst", "spillrst"):
+        m = N_BIG if what == "spillrst" else N
+        got = echoes.read_exact(s, m)
+        said.append("read %s" % ("intact" if got == pattern(m, "v") else "garbled %d" % len(got)))
     elif what == "recv":
         s.sendall(pattern(n, "s"))
         said.append("answer %r" % echoes.read_exact(s, 1))
@@ -203,9 +211,9 @@ def kill_case(host, port, case):
             said.append("%s returned %s %s" % (op, ev, since()))
             got, end = readall(s)
             said.append("then read %d bytes then %s" % (len(got), end))
-        if what in ("recv", "sendrst"):
+        if what in ("recv", "sendrst", "spillrst"):
             said.append("then write %s" % write_until_error(s, time.monotonic() + 2))
-        if what == "sendrst":  # (the error told once: no POLLERR now)
+        if what in ("sendrst", "spillrst"):  # (the error told once: no POLLERR now)
             said.append("then poll %s" % wait_in(s, "poll", False))
     t.join()
     v.wait()

@@ -72,20 +72,39 @@ static void test_credit_covers_several(void **state)
 	free(t);
 }
 
-/* A peer of version 4 gone without FIN or RESET left bytes unread when any
- * is uncredited: its reader credits whatever it read, late. */
+/* A peer of version 4 gone without FIN or RESET left bytes unread when its
+ * read mark (what its application read, plus one) falls short of what we
+ * wrote, whatever it credited (a spill's bytes are credited, not read). */
 static void test_peer_left_unread(void **state)
 {
 	struct tp *t = tp_make();
+	uint8_t word[8] = {0};
 
 	(void)state;
-	t->peer_version = PROTO_VERSION_LATE_CREDIT;
+	t->peer_version = PROTO_VERSION_MARK;
+	t->mark_in = word;
+	word[0] = 1; /* read nothing, wrote nothing */
 	assert_false(tp_peer_left_unread(t));
+	post(t, 300);
+	assert_true(tp_peer_left_unread(t));
+	assert_int_equal(tp_credit_take(t, 300), 0); /* credited (spilled), not read */
+	assert_true(tp_peer_left_unread(t));
+	word[0] = 45, word[1] = 1; /* 300 read: 301, little-endian */
+	assert_false(tp_peer_left_unread(t));
+	free(t);
+}
+
+/* A peer of version 4 that never wrote a mark (its word 0): the credits
+ * decide, as for an older peer. */
+static void test_peer_left_unread_no_mark(void **state)
+{
+	struct tp *t = tp_make();
+	uint8_t word[8] = {0};
+
+	(void)state;
+	t->peer_version = PROTO_VERSION_MARK;
+	t->mark_in = word;
 	post(t, 100);
-	assert_true(tp_peer_left_unread(t));
-	assert_int_equal(tp_credit_take(t, 99), 0);
-	assert_true(tp_peer_left_unread(t));
-	assert_int_equal(tp_credit_take(t, 1), 0);
 	assert_false(tp_peer_left_unread(t));
 	free(t);
 }
@@ -306,6 +325,7 @@ static void test_spill_accounting(void **state)
 	tp_unread_consume(t, 30);
 	assert_int_equal(t->rx_unacked, 50);
 	assert_int_equal(tp_unread(t), 0);
+	assert_int_equal(t->rx_read, 150); /* the read mark counts both */
 	free(t);
 }
 
@@ -368,6 +388,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_credit_covers_several),
 		cmocka_unit_test(test_peer_left_unread),
+		cmocka_unit_test(test_peer_left_unread_no_mark),
 		cmocka_unit_test(test_peer_left_unread_v3),
 		cmocka_unit_test(test_credit_never_sent),
 		cmocka_unit_test(test_allowance_wraps),

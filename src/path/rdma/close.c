@@ -150,7 +150,7 @@ void tp_reap_fork_child(void)
 {
 	struct tp *t = reap_list;
 
-	tp_credit_late_fork_child();
+	tp_mark_fork_child();
 	reap_list = NULL;
 	while (t) {
 		struct tp *next = t->reap_next;
@@ -182,7 +182,7 @@ void tp_close(struct tp *t, int abort)
 		ho_publish(&t->s, pfd);
 	ho_unregister(&t->s, forked);
 	mtx_lock(&t->lock);
-	tp_credit_late_drop(t);
+	tp_mark_drop(t);
 	if (t->up && !tp_switched(t) && !t->err)
 		tp_progress(t); /* a broken path fails over first */
 	if (tp_switched(t)) {
@@ -310,7 +310,7 @@ void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
 		return;
 	}
 	if (t->up && t->qp && !tp_switched(t) && !t->peer_gone)
-		tp_send_credit(t); /* what was read, the late credit's (flow.c) */
+		tp_send_mark(t); /* what was read (mark.c) */
 	busy = t->sq_busy;
 	if (t->up && t->qp && !tp_switched(t) && !t->peer_gone)
 		tp_await_posted(t, until_ns / 1000000);
@@ -324,12 +324,12 @@ void tp_fork_lock(void)
 {
 	pthread_mutex_lock(&tp_set_lock);
 	pthread_mutex_lock(&reap_lock);
-	tp_credit_late_lock();
+	tp_mark_lock();
 }
 
 void tp_fork_unlock(void)
 {
-	tp_credit_late_unlock();
+	tp_mark_unlock();
 	pthread_mutex_unlock(&reap_lock);
 	pthread_mutex_unlock(&tp_set_lock);
 }

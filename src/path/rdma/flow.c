@@ -8,7 +8,6 @@
 
 #include "base/log.h"
 #include "path/rdma/internal.h"
-#include "service/service.h"
 
 /* Return consumed bytes to the peer. Caller holds the lock. The credit
  * covers everything read (up to rx.head), so it frees at the sender exactly
@@ -22,115 +21,14 @@ void tp_send_credit(struct tp *t)
 		tp_credit_sent(t);
 }
 
-/* ---- late credits -------------------------------------------------------- */
-
-/* The streams whose reader owes the peer a credit below the thresholds,
- * newest first; the lock is a leaf below t->lock (the library's thread
- * only tries a stream's lock while holding it). */
-static pthread_mutex_t late_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct tp *late_head;
-static _Atomic int64_t late_due; /* when the list's oldest is due (ms), 0: empty */
-
-static void late_unlink(struct tp *t)
-{
-	if (t->late_next)
-		t->late_next->late_pprev = t->late_pprev;
-	*t->late_pprev = t->late_next;
-	t->late_next = NULL;
-	t->late_pprev = NULL;
-}
-
-/* t owes a credit (caller holds t->lock): on the list, the library's thread
- * asked for a turn when it is the first. 0, or -EAGAIN when this process
- * has no thread to send it. */
-static int late_add(struct tp *t)
-{
-	int first;
-
-	if (t->late_pprev)
-		return 0;
-	if (!service_running())
-		return -EAGAIN;
-	pthread_mutex_lock(&late_lock);
-	first = !late_head;
-	t->late_next = late_head;
-	if (late_head)
-		late_head->late_pprev = &t->late_next;
-	t->late_pprev = &late_head;
-	late_head = t;
-	if (first)
-		atomic_store(&late_due, clock_now_ms() + TP_LATE_CREDIT_MS);
-	pthread_mutex_unlock(&late_lock);
-	if (first)
-		service_turn_in(TP_LATE_CREDIT_MS);
-	return 0;
-}
-
 /* After a read: credit once a quarter of the ring or half the sender's
- * message allowance has been read (doc/design.md, "Wire protocol"); less
- * owed goes within TP_LATE_CREDIT_MS, so that a peer that sees this
- * process die tells from its credits whether we left bytes unread (our
- * kernel's TCP would send a reset then). A thread sends it, not this read:
- * a request and its answer cost no work request more. */
+ * message allowance has been read (doc/design.md, "Wire protocol"); the
+ * read mark follows within TP_MARK_MS (mark.c). */
 void tp_maybe_credit(struct tp *t)
 {
-	if (tp_credit_due(t) || (t->rx_unacked && late_add(t)))
+	if (tp_credit_due(t))
 		tp_send_credit(t);
-}
-
-int tp_credit_late_turn(void)
-{
-	int64_t due = atomic_load(&late_due);
-	struct tp *t, *next;
-	int left = 0;
-
-	if (!due || due > clock_now_ms())
-		return 0; /* (a turn asked for comes when due) */
-	pthread_mutex_lock(&late_lock);
-	for (t = late_head; t; t = next) {
-		next = t->late_next;
-		if (mtx_trylock(&t->lock)) {
-			left = 1; /* in use: the next turn */
-			continue;
-		}
-		if (t->up && !tp_switched(t) && !t->fo_frozen && !t->path_down)
-			tp_send_credit(t);
-		if (t->rx_unacked && !t->err && t->sq_busy >= TP_SQ_DEPTH)
-			left = 1; /* the send queue was full: the next turn */
-		else
-			late_unlink(t);
-		mtx_unlock(&t->lock);
-	}
-	atomic_store(&late_due, left ? clock_now_ms() + 1 : 0);
-	pthread_mutex_unlock(&late_lock);
-	if (left)
-		service_turn_in(1);
-	return 0;
-}
-
-void tp_credit_late_drop(struct tp *t)
-{
-	if (!t->late_pprev)
-		return;
-	pthread_mutex_lock(&late_lock);
-	late_unlink(t);
-	pthread_mutex_unlock(&late_lock);
-}
-
-void tp_credit_late_lock(void)
-{
-	pthread_mutex_lock(&late_lock);
-}
-
-void tp_credit_late_unlock(void)
-{
-	pthread_mutex_unlock(&late_lock);
-}
-
-void tp_credit_late_fork_child(void)
-{
-	late_head = NULL; /* the parent's streams: our copies never go on it */
-	atomic_store(&late_due, 0);
+	tp_mark_due(t);
 }
 
 /* A blocking send that waited TP_SPILL_AFTER_MS for room while our own ring

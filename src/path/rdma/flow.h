@@ -99,17 +99,32 @@ static inline int tp_resend_iov(const struct tp *t, uint64_t rx, struct iovec *v
 	return at == t->peer.tail ? n : -EPROTO;
 }
 
+/* The peer's read mark in our word (mark.c): what its application read of
+ * our bytes, plus one; 0 when it never wrote one. Little-endian. */
+static inline uint64_t tp_peer_mark(const struct tp *t)
+{
+	uint64_t v = 0;
+
+	if (t->mark_in)
+		for (int i = 7; i >= 0; i--)
+			v = v << 8 | ((const volatile uint8_t *)t->mark_in)[i];
+	return v;
+}
+
 /* The peer's process ended without a FIN or RESET over RDMA (its kernel
- * closed the control connection): whether its ring held unread bytes of
- * ours, when its TCP socket would have sent a reset. A peer of version 4
- * credits whatever it read within TP_LATE_CREDIT_MS: any byte of ours not
- * credited was unread (or in flight). An older one credits only at the
- * thresholds (tp_credit_due): fewer uncredited than a quarter of its ring
- * and than half the message allowance may have been read. */
+ * closed the control connection): whether it left bytes of ours unread,
+ * when its TCP socket would have sent a reset. Its read mark says what its
+ * application read (written within TP_MARK_MS of a read): any byte more
+ * we wrote was unread, in its ring or its spill, or in flight. Without a
+ * mark (a version-3 peer) only the credits tell: fewer uncredited than a
+ * quarter of its ring and than half the message allowance may have been
+ * read (tp_credit_due). */
 static inline int tp_peer_left_unread(const struct tp *t)
 {
-	if (t->peer_version >= PROTO_VERSION_LATE_CREDIT)
-		return t->peer.tail != t->peer.acked;
+	uint64_t m = t->peer_version >= PROTO_VERSION_MARK ? tp_peer_mark(t) : 0;
+
+	if (m)
+		return m - 1 != t->peer.tail;
 	return t->peer.tail - t->peer.acked >= t->peer.size / 4 ||
 	       t->msg_count >= TP_MAX_DATA_MSGS / 2;
 }
@@ -186,11 +201,13 @@ static inline int tp_switch_rx_done(uint64_t rx_tail, uint64_t peer_total)
 	return rx_tail == peer_total ? 1 : -EPROTO;
 }
 
-/* Consume n unread bytes, the spill's first; the ring's are owed to the peer. */
+/* Consume n unread bytes, the spill's first; the ring's are owed to the
+ * peer. All count as read (the read mark). */
 static inline void tp_unread_consume(struct tp *t, size_t n)
 {
 	size_t s = (size_t)ring_used(&t->spill);
 
+	t->rx_read += n;
 	if (s) {
 		s = n < s ? n : s;
 		ring_consume(&t->spill, s);

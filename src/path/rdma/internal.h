@@ -35,9 +35,13 @@ _Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "recei
 #define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
 #define TP_LINGER_MS 2000  /* the most close() waits for what it posted */
 #define TP_SPILL_AFTER_MS 20    /* a blocked send's wait before it spills */
-/* The most a reader that read everything owes its peer a credit: the
- * peer's test of a dead reader's unread bytes ("Wire protocol"). */
-#define TP_LATE_CREDIT_MS 20
+/* The most a read mark waits after a read (the peer's test of a dead
+ * reader's unread bytes, "Wire protocol"). */
+#define TP_MARK_MS 20
+/* The receive ring is followed by a page of its own: the peer's word for
+ * the read mark at its start (registered with the ring for remote write),
+ * then the staging ring, page-aligned. */
+#define TP_MARK_PAD 4096u
 /* Bounded detection (doc/design.md, "Errors"): the QP's ACK time-out,
  * 4.096 us x 2^TP_ACK_TIMEOUT (134 ms), and its retries: a write the peer's
  * device does not acknowledge fails after 8 tries, about 1.1 s. */
@@ -149,9 +153,11 @@ extern pthread_mutex_t tp_set_lock RSOCK_HIDDEN;
 
 #define PW_INLINE 1 /* tp_post_write: the data goes in the WR */
 #define PW_SIGNAL 2 /* tp_post_write: signalled whatever the count */
+#define PW_NOIMM 4  /* tp_post_write: an RDMA WRITE, no immediate (the read mark) */
 /* Post n (at most TP_RQ_BATCH) receives as one chain. 0 or -errno. */
 int tp_post_recv_chain(struct tp *t, unsigned n);
-/* Post one RDMA WRITE WITH IMMEDIATE (sge NULL: zero bytes); pw: PW_*.
+/* Post one RDMA WRITE WITH IMMEDIATE (sge NULL: zero bytes), or a plain
+ * RDMA WRITE with PW_NOIMM; pw: PW_*.
  * 0 or -errno. Caller holds t->lock (the stream's work request t->wr). */
 int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32_t imm, int pw);
 /* Post a signalled zero-byte RDMA WRITE, whose completion says every
@@ -196,16 +202,26 @@ int tp_arm(struct tp *t);
 /* Return consumed bytes to the peer (a credit), when any and the send
  * queue has room. */
 void tp_send_credit(struct tp *t);
-/* After a read: credit when tp_credit_due says so, else, when the read
- * leaves some owed, within TP_LATE_CREDIT_MS (the library's thread). */
+/* After a read: credit when tp_credit_due says so; the read mark is due. */
 void tp_maybe_credit(struct tp *t);
-/* t is closing: off the late credits' list. */
-void tp_credit_late_drop(struct tp *t);
-/* Around fork (tp_fork_lock): the late credits' list's lock, held across
- * it; in the child (before the unlock) the list, the parent's, is dropped. */
-void tp_credit_late_lock(void);
-void tp_credit_late_unlock(void);
-void tp_credit_late_fork_child(void);
+
+/* ---- mark.c: the read mark ------------------------------------------------ */
+
+/* Write the read mark (what the application read of the peer's bytes, plus
+ * one) into the peer's word now, unless it says so already or cannot be
+ * written (not up, broken, switched, a version-3 peer, no inline data, the
+ * send queue full). */
+void tp_send_mark(struct tp *t);
+/* After a read: the mark is written within TP_MARK_MS by the library's
+ * thread (now, without one). */
+void tp_mark_due(struct tp *t);
+/* t is closing: off the list of marks due. */
+void tp_mark_drop(struct tp *t);
+/* Around fork (tp_fork_lock): the list's lock, held across it; in the child
+ * (before the unlock) the list, the parent's, is dropped. */
+void tp_mark_lock(void);
+void tp_mark_unlock(void);
+void tp_mark_fork_child(void);
 /* Move the ring's unread bytes to the spill and credit them; returns the
  * bytes moved. */
 uint64_t tp_spill(struct tp *t);

@@ -34,10 +34,6 @@ int tp_post_recv_chain(struct tp *t, unsigned n)
 	return 0;
 }
 
-/* Post one RDMA WRITE WITH IMMEDIATE. sge may be NULL (zero bytes). */
-#define PW_INLINE 1 /* post_write: the data goes in the WR */
-#define PW_SIGNAL 2 /* post_write: signalled whatever the count */
-
 int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32_t imm,
 		      int pw)
 {
@@ -48,7 +44,7 @@ int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32
 		     ring_free(&t->tx) < t->tx.size / 2;
 	int rc;
 
-	wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr->opcode = pw & PW_NOIMM ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_WRITE_WITH_IMM;
 	wr->imm_data = htonl(imm);
 	wr->sg_list = sge;
 	wr->num_sge = sge ? 1 : 0;

@@ -78,18 +78,20 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 		rc = -errno;
 		goto fail;
 	}
-	t->mem_len = (size_t)rx_size + tx_size;
+	t->mem_len = (size_t)rx_size + TP_MARK_PAD + tx_size;
 	/* A closed stream the library's thread has not torn down yet holds rings
 	 * the cache would have: tear one down here rather than register new
 	 * ones (about twice the work). */
 	if (tp_set_take(t, ctx, rx_size, t->mem_len) ||
 	    (tp_reap_one() && tp_set_take(t, ctx, rx_size, t->mem_len))) {
 		if (ring_init(&t->rx, t->mem, rx_size) ||
-		    ring_init(&t->tx, (uint8_t *)t->mem + rx_size, tx_size)) {
+		    ring_init(&t->tx, (uint8_t *)t->mem + rx_size + TP_MARK_PAD, tx_size)) {
 			rc = -EINVAL; /* (they were valid when cached) */
 			stats_registered(-(int64_t)t->mem_len);
 			goto fail;
 		}
+		t->mark_in = (uint8_t *)t->mem + rx_size;
+		memset((void *)t->mark_in, 0, 8); /* (the last peer's mark) */
 		log_debug("fd %d: rings rx %u tx %u bytes reused%s", tcp_fd, rx_size, tx_size,
 			  t->cq ? ", with their CQ" : "");
 		*out = t;
@@ -104,7 +106,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 		goto fail;
 	}
 	if (ring_init(&t->rx, t->mem, rx_size) ||
-	    ring_init(&t->tx, (uint8_t *)t->mem + rx_size, tx_size)) {
+	    ring_init(&t->tx, (uint8_t *)t->mem + rx_size + TP_MARK_PAD, tx_size)) {
 		rc = -EINVAL;
 		goto fail;
 	}
@@ -115,8 +117,10 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 		rc = errno ? -errno : -ENOMEM;
 		goto fail;
 	}
-	/* Remote access on the receive ring only: the peer can write nothing else. */
-	t->rx_mr = (rc = fault_at(FAULT_REG_MR)) ? NULL : ibv_reg_mr(t->pd, t->rx.buf, rx_size,
+	/* Remote access on the receive ring and the word after it (the peer's
+	 * read mark, mark.c) only: the peer can write nothing else. */
+	t->mark_in = t->rx.buf + rx_size;
+	t->rx_mr = (rc = fault_at(FAULT_REG_MR)) ? NULL : ibv_reg_mr(t->pd, t->rx.buf, rx_size + 8,
 			      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!t->rx_mr) {
 		rc = rc ? -rc : errno ? -errno : -ENOMEM;
@@ -173,7 +177,10 @@ void tp_sockopts_changed(struct tp *t)
 
 void tp_up(struct tp *t)
 {
+	mtx_lock(&t->lock);
 	t->up = 1;
+	tp_send_mark(t); /* the first: "marks come" (mark.c) */
+	mtx_unlock(&t->lock);
 	t->fork_gen = atomic_load(&ho_forks);
 	t->rec = ho_register(&t->s);
 }

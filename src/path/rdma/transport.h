@@ -150,10 +150,16 @@ struct tp {
 	 * rx_msg_read of them (from the oldest) are fully read. */
 	uint64_t rx_msg_end[TP_MAX_DATA_MSGS + 1];
 	unsigned rx_msg_head, rx_msg_count, rx_msg_read;
-	/* Its link on the list of streams that owe the peer a late credit
-	 * (flow.c), under that list's lock and t->lock; late_pprev NULL: not
-	 * on it. */
-	struct tp *late_next, **late_pprev;
+	/* The read mark (doc/design.md, "Wire protocol"): the peer's bytes the
+	 * application has read (ring and spill), and what of it the peer's
+	 * word says (written last). mark_in: our own word, after the receive
+	 * ring, where the peer writes its count of our bytes it has read
+	 * (NULL without one). */
+	uint64_t rx_read, mark_sent;
+	const uint8_t *mark_in;
+	/* Its link on the list of streams whose mark is due (flow.c), under
+	 * that list's lock and t->lock; mark_pprev NULL: not on it. */
+	struct tp *mark_next, **mark_pprev;
 
 	int tcp_fd;                  /* the control connection: our own duplicate */
 	pid_t owner;                 /* the process whose verbs objects these are */
@@ -423,7 +429,7 @@ int tp_reap(void);
 
 /* In a forked child: the parent's closed streams awaiting teardown are the
  * parent's; drop our copies (and our copies of their descriptors), and the
- * parent's list of late credits. */
+ * parent's list of read marks due. */
 void tp_reap_fork_child(void);
 
 /* At exit: let what this process posted on t complete (bounded by
@@ -431,14 +437,14 @@ void tp_reap_fork_child(void);
  * process's id from the kernel. */
 void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns);
 
-/* The library's thread, each turn: the streams whose reader read
- * everything it was sent and owes a credit below the thresholds get it,
- * TP_LATE_CREDIT_MS after the read at most (doc/design.md, "Wire
- * protocol"). Returns 0 (a later turn is asked for with service_turn_in). */
-int tp_credit_late_turn(void);
+/* The library's thread, each turn: the streams read since their last read
+ * mark write it into the peer's word, TP_MARK_MS after the read at most
+ * (doc/design.md, "Wire protocol"). Returns 0 (a later turn is asked for
+ * with service_turn_in). */
+int tp_mark_turn(void);
 
 /* For init.c's pthread_atfork handlers: the ring cache's lock, the reap
- * list's and the late credits' are held across fork(). */
+ * list's and the read marks' are held across fork(). */
 void tp_fork_lock(void);
 void tp_fork_unlock(void);
 
