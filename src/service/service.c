@@ -14,8 +14,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/types.h>
 
+#include "base/clock.h"
 #include "base/ownfd.h"
 #include "base/proc.h"
 #include "base/real.h"
@@ -50,6 +52,15 @@ static _Atomic int n_turn_fns;
 static pid_t svc_pid;           /* the process the thread runs in */
 static int wake_fd = -1;        /* eventfd: service_wake */
 static _Atomic pid_t wake_pid;  /* the process whose thread watches wake_fd */
+static int timer_fd = -1;       /* timerfd: service_wake_after from other threads */
+/* The CLOCK_MONOTONIC time (ns) timer_fd is set for, until the thread has
+ * seen it expire (the thread clears it before it reads the timer and runs
+ * the turn); 0: none. A caller needing a wake no earlier leaves it. */
+static _Atomic int64_t timer_due;
+/* On the thread: the time-out of the coming poll() (ms, -1: none), which a
+ * callback or per-turn function lowers with service_wake_after. */
+static int turn_sleep_ms = -1;
+static __thread int on_thread __attribute__((tls_model("initial-exec")));
 
 /* This process's watch table (a forked child starts with none). Caller
  * holds svc_lock. */
@@ -113,9 +124,9 @@ int service_each_turn(int (*fn)(void))
 }
 
 /* What one poll() covers: the watches as they were when it began, then the
- * wake (its slot's fd is -1 when there is none). */
+ * wake and the timer (a slot's fd is -1 when there is none). */
 struct turn {
-	struct pollfd p[SERVICE_WATCHES + 1];
+	struct pollfd p[SERVICE_WATCHES + 2];
 	struct watch w[SERVICE_WATCHES];
 	int n;
 };
@@ -131,6 +142,7 @@ static void turn_snapshot(struct turn *t)
 	}
 	pthread_mutex_unlock(&svc_lock);
 	t->p[t->n] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+	t->p[t->n + 1] = (struct pollfd){.fd = timer_fd, .events = POLLIN};
 }
 
 /* Whether the watch is still registered. */
@@ -163,6 +175,13 @@ static int turn_run(struct turn *t)
 		uint64_t v;
 		(void)!rsock_real.read(t->p[t->n].fd, &v, sizeof(v));
 	}
+	if (t->p[t->n + 1].revents) {
+		uint64_t v;
+		/* Cleared first: a caller that saw the old time and set none
+		 * has its work done by this turn's functions. */
+		atomic_store(&timer_due, 0);
+		(void)!rsock_real.read(t->p[t->n + 1].fd, &v, sizeof(v));
+	}
 	for (int i = 0; i < n; i++)
 		more |= turn_fns[i]() != 0;
 	return more;
@@ -173,6 +192,7 @@ static void *service_main(void *arg)
 	struct turn t;
 
 	(void)arg;
+	on_thread = 1;
 	rsock_guard_enter(); /* this thread's libc calls are the library's own */
 	/* Past the thread's start-up code (the C library's, and a sanitizer
 	 * runtime's, which frees and allocates under its allocator's locks):
@@ -182,10 +202,12 @@ static void *service_main(void *arg)
 	pthread_mutex_lock(&svc_run);
 	turn_snapshot(&t); /* the first turn: every revents 0 */
 	for (;;) {
-		int more = turn_run(&t);
+		int more;
+		turn_sleep_ms = -1;
+		more = turn_run(&t);
 		turn_snapshot(&t);
 		pthread_mutex_unlock(&svc_run);
-		rsock_real.poll(t.p, (nfds_t)t.n + 1, more ? 0 : -1);
+		rsock_real.poll(t.p, (nfds_t)t.n + 2, more ? 0 : turn_sleep_ms);
 		pthread_mutex_lock(&svc_run);
 	}
 	return NULL;
@@ -205,6 +227,10 @@ int service_start(void)
 	if (wake_fd >= 0)
 		ownfd_close(wake_fd);
 	wake_fd = ownfd_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	if (timer_fd >= 0)
+		ownfd_close(timer_fd);
+	timer_fd = ownfd_move(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+	atomic_store(&timer_due, 0);
 	/* Return only once the thread runs its loop: a fork before that
 	 * (nginx forks its workers right after listen()) would not park it
 	 * either. */
@@ -229,6 +255,54 @@ void service_wake(void)
 
 	if (service_running())
 		(void)!rsock_real.write(wake_fd, &one, sizeof(one));
+}
+
+/* Set the timer for due (CLOCK_MONOTONIC ns). */
+static void timer_set(int64_t due)
+{
+	struct itimerspec its = {.it_value = clock_ns_ts(due)};
+
+	timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+void service_wake_after(int ms)
+{
+	int64_t due, cur;
+
+	if (on_thread) {
+		if (turn_sleep_ms < 0 || ms < turn_sleep_ms)
+			turn_sleep_ms = ms;
+		return;
+	}
+	if (!service_running())
+		return;
+	if (timer_fd < 0) {
+		service_wake();
+		return;
+	}
+	due = clock_now_ns() + (int64_t)ms * 1000000;
+	cur = atomic_load(&timer_due);
+	do {
+		if (cur && cur <= due)
+			return; /* a wake is due no later */
+	} while (!atomic_compare_exchange_weak(&timer_due, &cur, due));
+	timer_set(due);
+	/* An earlier time another caller stored meanwhile may have been set
+	 * before ours overwrote it. */
+	while ((cur = atomic_load(&timer_due)) && cur < due)
+		timer_set(due = cur);
+}
+
+int service_pause_until(int64_t deadline_ns)
+{
+	struct timespec ts = clock_ns_ts(deadline_ns);
+
+	return -pthread_mutex_clocklock(&svc_run, CLOCK_MONOTONIC, &ts);
+}
+
+void service_resume(void)
+{
+	pthread_mutex_unlock(&svc_run);
 }
 
 void service_fork_quiesce(void)
