@@ -41,19 +41,24 @@ log() { echo "bench: $*" >&2; }
 # shellcheck source=bench/common.sh
 . "$top/bench/common.sh"
 
-# one CASE PATH: one round; prints "p50 p99 max conns/s" or "failed"
+# one CASE PATH PORT: one round; prints "p50 p99 max conns/s", or "failed"
+# (also when a librsock round's streams did not all go over RDMA)
 one() {
-	local size=0 pre="" srv out
+	local size=0 pre="" srv out st=/tmp/closecost-stats.$$
 	[ "$1" = write ] && size=$SIZE
 	[ "$2" = librsock ] && pre=$LIBRSOCK
 	[ "$2" = base ] && pre=$BASE
-	port=$((port + 1))
-	env ${pre:+LD_PRELOAD=$pre} timeout 300 "$SB" server "$B" "$port" "$COUNT" >/dev/null &
+	env ${pre:+LD_PRELOAD=$pre} timeout 300 "$SB" server "$B" "$3" "$COUNT" >/dev/null &
 	srv=$!
-	wait_port "$port" 15 || { log "$1 $2: no server"; echo failed; return; }
-	out=$(env ${pre:+LD_PRELOAD=$pre} timeout 300 "$SB" close "$B" "$port" - "$size" "$COUNT") ||
-		out=failed
+	wait_port "$3" 15 || { log "$1 $2: no server"; echo failed; return; }
+	rm -f "$st"
+	out=$(env ${pre:+LD_PRELOAD=$pre RSOCK_STATS=1 RSOCK_LOG_FILE=$st} timeout 300 \
+		"$SB" close "$B" "$3" - "$size" "$COUNT") || out=failed
 	wait "$srv" || out=failed
+	if [ -n "$pre" ] && ! grep -q "streams tcp=0 rdma=$COUNT " "$st"; then
+		log "$1 $2: not all on RDMA: $(grep 'stats:' "$st")"
+		out=failed
+	fi
 	echo "$out"
 }
 
@@ -66,7 +71,8 @@ paths="tcp librsock${BASE:+ base}"
 for case in $cases; do
 	for ((k = 1; k <= ROUNDS; k++)); do
 		for path in $paths; do
-			ROWS[$case.$path]+="$(one "$case" "$path")"$'\n'
+			port=$((port + 1))
+			ROWS[$case.$path]+="$(one "$case" "$path" "$port")"$'\n'
 		done
 	done
 	for path in $paths; do

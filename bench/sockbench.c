@@ -336,7 +336,7 @@ int main(int argc, char **argv)
 		}
 		double total = now_us() - t0;
 		qsort(lat, n, sizeof(double), cmp);
-		printf("%.0f %.0f %.0f %.1f\n", lat[n / 2], lat[n * 99 / 100], lat[n - 1],
+		printf("%.0f %.0f %.0f %.1f\n", lat[n / 2], lat[(n * 99 - 1) / 100], lat[n - 1],
 		       n / (total / 1e6));
 		return 0;
 	}
