@@ -60,6 +60,10 @@ static _Atomic int64_t timer_due;
 /* On the thread: the time-out of the coming poll() (ms, -1: none), which a
  * callback or per-turn function lowers with service_wake_after. */
 static int turn_sleep_ms = -1;
+/* When the thread's poll() times out (CLOCK_MONOTONIC ns), published before
+ * it sleeps and cleared when it wakes, before the turn; 0: no time-out. A
+ * caller needing a turn no earlier sets no timer. */
+static _Atomic int64_t sleep_due;
 static __thread int on_thread __attribute__((tls_model("initial-exec")));
 
 /* This process's watch table (a forked child starts with none). Caller
@@ -202,13 +206,18 @@ static void *service_main(void *arg)
 	pthread_mutex_lock(&svc_run);
 	turn_snapshot(&t); /* the first turn: every revents 0 */
 	for (;;) {
-		int more;
+		int more, ms;
 		turn_sleep_ms = -1;
 		more = turn_run(&t);
 		turn_snapshot(&t);
+		ms = more ? 0 : turn_sleep_ms;
+		atomic_store(&sleep_due, ms < 0 ? 0 : clock_now_ns() + (int64_t)ms * 1000000);
 		pthread_mutex_unlock(&svc_run);
-		rsock_real.poll(t.p, (nfds_t)t.n + 2, more ? 0 : turn_sleep_ms);
+		rsock_real.poll(t.p, (nfds_t)t.n + 2, ms);
 		pthread_mutex_lock(&svc_run);
+		/* Cleared before the turn: a caller that saw the time and set
+		 * no timer has its work done by this turn's functions. */
+		atomic_store(&sleep_due, 0);
 	}
 	return NULL;
 }
@@ -231,6 +240,7 @@ int service_start(void)
 		ownfd_close(timer_fd);
 	timer_fd = ownfd_move(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
 	atomic_store(&timer_due, 0);
+	atomic_store(&sleep_due, 0);
 	/* Return only once the thread runs its loop: a fork before that
 	 * (nginx forks its workers right after listen()) would not park it
 	 * either. */
@@ -281,6 +291,9 @@ void service_wake_after(int ms)
 		return;
 	}
 	due = clock_now_ns() + (int64_t)ms * 1000000;
+	cur = atomic_load(&sleep_due);
+	if (cur && cur <= due)
+		return; /* the thread wakes by then anyway */
 	cur = atomic_load(&timer_due);
 	do {
 		if (cur && cur <= due)

@@ -57,7 +57,8 @@ int service_running(void);
 void service_wake(void);
 /* Make the thread take a turn within ms milliseconds, not at once: from
  * another thread through the thread's timer (a system call, none when a
- * turn is due by then already), which lets the caller go on undisturbed;
+ * turn is due by then already: the timer's, or the end of the sleep a
+ * per-turn function asked for), which lets the caller go on undisturbed;
  * on the thread (a callback or per-turn function), a bound on its coming
  * sleep. Nothing when the thread does not run. Takes no lock. */
 void service_wake_after(int ms);
