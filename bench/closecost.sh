@@ -89,7 +89,7 @@ echo "### close() of a stream ($(date -u +%Y-%m-%d), soft-RoCE guest, median of 
 echo
 echo "One client process, connections one after the other (\`bench/closecost.sh\`): exchange = 16 B out"
 echo "and back, then close; write = $SIZE B written, then close at once (the server counts every byte)."
-echo "Target (issue 38): close() of an RDMA stream no dearer than kernel TCP's.${BASE:+ base: $BASE.}"
+echo "Target (issue 38): close() of an RDMA stream no dearer than kernel TCP's.${BASE:+ base: another build of the library (BASE).}"
 echo
 echo "| case | path | close() p50 µs | p99 | max | p50 against TCP | conns/s |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
