@@ -13,7 +13,6 @@
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <sys/types.h>
 
@@ -50,10 +49,12 @@ static int (*turn_fns[SERVICE_TURN_FNS])(void);
 static _Atomic int n_turn_fns;
 
 static pid_t svc_pid;           /* the process the thread runs in */
-static int wake_fd = -1;        /* eventfd: service_wake */
+/* timerfd: service_wake and service_wake_after from other threads, the
+ * one descriptor a wake costs (an eventfd would be a second, where a
+ * process at its RLIMIT_NOFILE has them among its own numbers). */
+static int wake_fd = -1;
 static _Atomic pid_t wake_pid;  /* the process whose thread watches wake_fd */
-static int timer_fd = -1;       /* timerfd: service_wake_after from other threads */
-/* The CLOCK_MONOTONIC time (ns) timer_fd is set for, until the thread has
+/* The CLOCK_MONOTONIC time (ns) wake_fd is set for, until the thread has
  * seen it expire (the thread clears it before it reads the timer and runs
  * the turn); 0: none. A caller needing a wake no earlier leaves it. */
 static _Atomic int64_t timer_due;
@@ -128,9 +129,9 @@ int service_each_turn(int (*fn)(void))
 }
 
 /* What one poll() covers: the watches as they were when it began, then the
- * wake and the timer (a slot's fd is -1 when there is none). */
+ * wake (its slot's fd is -1 when there is none). */
 struct turn {
-	struct pollfd p[SERVICE_WATCHES + 2];
+	struct pollfd p[SERVICE_WATCHES + 1];
 	struct watch w[SERVICE_WATCHES];
 	int n;
 };
@@ -146,7 +147,6 @@ static void turn_snapshot(struct turn *t)
 	}
 	pthread_mutex_unlock(&svc_lock);
 	t->p[t->n] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
-	t->p[t->n + 1] = (struct pollfd){.fd = timer_fd, .events = POLLIN};
 }
 
 /* Whether the watch is still registered. */
@@ -177,14 +177,10 @@ static int turn_run(struct turn *t)
 	}
 	if (t->p[t->n].revents) {
 		uint64_t v;
-		(void)!rsock_real.read(t->p[t->n].fd, &v, sizeof(v));
-	}
-	if (t->p[t->n + 1].revents) {
-		uint64_t v;
 		/* Cleared first: a caller that saw the old time and set none
 		 * has its work done by this turn's functions. */
 		atomic_store(&timer_due, 0);
-		(void)!rsock_real.read(t->p[t->n + 1].fd, &v, sizeof(v));
+		(void)!rsock_real.read(t->p[t->n].fd, &v, sizeof(v));
 	}
 	for (int i = 0; i < n; i++)
 		more |= turn_fns[i]() != 0;
@@ -213,7 +209,7 @@ static void *service_main(void *arg)
 		ms = more ? 0 : turn_sleep_ms;
 		atomic_store(&sleep_due, ms < 0 ? 0 : clock_now_ns() + (int64_t)ms * 1000000);
 		pthread_mutex_unlock(&svc_run);
-		rsock_real.poll(t.p, (nfds_t)t.n + 2, ms);
+		rsock_real.poll(t.p, (nfds_t)t.n + 1, ms);
 		pthread_mutex_lock(&svc_run);
 		/* Cleared before the turn: a caller that saw the time and set
 		 * no timer has its work done by this turn's functions. */
@@ -235,10 +231,7 @@ int service_start(void)
 	 * in a forked child the inherited one is the parent's thread's) */
 	if (wake_fd >= 0)
 		ownfd_close(wake_fd);
-	wake_fd = ownfd_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-	if (timer_fd >= 0)
-		ownfd_close(timer_fd);
-	timer_fd = ownfd_move(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+	wake_fd = ownfd_move(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
 	atomic_store(&timer_due, 0);
 	atomic_store(&sleep_due, 0);
 	/* Return only once the thread runs its loop: a fork before that
@@ -259,20 +252,17 @@ int service_running(void)
 	return atomic_load_explicit(&wake_pid, memory_order_acquire) == rsock_pid();
 }
 
-void service_wake(void)
-{
-	uint64_t one = 1;
-
-	if (service_running())
-		(void)!rsock_real.write(wake_fd, &one, sizeof(one));
-}
-
-/* Set the timer for due (CLOCK_MONOTONIC ns). */
+/* Set the timer for due (CLOCK_MONOTONIC ns; a time past fires at once). */
 static void timer_set(int64_t due)
 {
 	struct itimerspec its = {.it_value = clock_ns_ts(due)};
 
-	timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
+	timerfd_settime(wake_fd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+void service_wake(void)
+{
+	service_wake_after(0);
 }
 
 void service_wake_after(int ms)
@@ -286,10 +276,6 @@ void service_wake_after(int ms)
 	}
 	if (!service_running())
 		return;
-	if (timer_fd < 0) {
-		service_wake();
-		return;
-	}
 	due = clock_now_ns() + (int64_t)ms * 1000000;
 	cur = atomic_load(&sleep_due);
 	if (cur && cur <= due)

@@ -7,8 +7,8 @@
  * it (0 on the thread's first turn and for a descriptor that was not
  * ready: a callback drains what is there either way); the wake's count is
  * read; every per-turn function runs, in the order registered. Then the
- * thread sleeps in poll() on the watched descriptors, the wake and its
- * timer, without a time-out unless a per-turn function said more work
+ * thread sleeps in poll() on the watched descriptors and its wake (a
+ * timer), without a time-out unless a per-turn function said more work
  * waits or asked for a turn within some time (service_wake_after).
  *
  * The thread holds the run lock whenever it is not asleep in poll(); a fork
@@ -53,7 +53,8 @@ int service_start(void);
 /* Whether this process's thread runs and can be woken (service_wake):
  * 1 or 0. */
 int service_running(void);
-/* Make the thread take a turn soon (from any thread; async-signal-safe). */
+/* Make the thread take a turn soon (from any thread; async-signal-safe;
+ * takes no lock). */
 void service_wake(void);
 /* Make the thread take a turn within ms milliseconds, not at once: from
  * another thread through the thread's timer (a system call, none when a

@@ -392,7 +392,8 @@ void tp_close(struct tp *t, int abort);
 /* The library's thread, each turn: look at the closed streams tp_close left
  * to it, and tear down one whose posted writes are done (one at a time, so
  * that its other work waits at most one teardown). Returns 1 when more are
- * ready; asks for its next turn (tp_hooks.reaper_wake) while some wait. */
+ * ready; asks for its next turn (tp_hooks.reaper_wake) while some wait, and
+ * for a while after a close (close.c: REAP_HOT_MS). */
 int tp_reap(void);
 
 /* In a forked child: the parent's closed streams awaiting teardown are the
