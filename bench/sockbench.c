@@ -29,6 +29,13 @@
  *                                                prints "total_us connect_us exchange_us
  *                                                close_us" (bench/firstconn.sh runs it
  *                                                in fresh processes)
+ *   sockbench close ADDR PORT SRC SIZE COUNT     COUNT connections one after the other, each
+ *                                                closed right after its last write: with
+ *                                                SIZE 0, 16 B out and 16 B back (the server's
+ *                                                "E"); else SIZE bytes written, which the
+ *                                                server reads to EOF and counts ("W"): prints
+ *                                                "p50_us p99_us max_us conns/s" of close()
+ *                                                (bench/closecost.sh)
  *   sockbench hold ADDR PORT SRC 1 COUNT         hold COUNT connections open at once:
  *                                                prints "rss_kb_per_conn registered_per_conn"
  *                                                (registered memory from librsock's
@@ -39,7 +46,7 @@
  * The first 16 bytes the client sends on a connection say what to do: "P" +
  * size (ping-pong), "S" + size + total (stream), "C" (answer one byte and
  * close), "E" (send the 16 bytes back and close), "H" (answer one byte, keep the connection until the client closes
- * it). Only the standard socket API is used (and dlsym for the counters). */
+ * it), "W" (read to EOF, fail unless exactly total bytes came, close). Only the standard socket API is used (and dlsym for the counters). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -146,6 +153,20 @@ static void *serve_one(void *arg)
 	if (!size || size > (64u << 20))
 		exit(2);
 	buf = malloc(size);
+	if ((j->hdr[0] & 0xff) == 'W') {
+		uint64_t got = 0;
+		ssize_t r;
+		while ((r = read(fd, buf, size)) > 0)
+			got += (uint64_t)r;
+		if (r < 0)
+			die("read");
+		if (got != total) {
+			fprintf(stderr, "sockbench server: EOF after %llu of %llu bytes\n",
+				(unsigned long long)got, (unsigned long long)total);
+			exit(1);
+		}
+		goto out;
+	}
 	if ((j->hdr[0] & 0xff) == 'P') {
 		for (;;) {
 			size_t d = 0;
@@ -314,6 +335,32 @@ int main(int argc, char **argv)
 		close(fd);
 		t3 = now_us();
 		printf("%.0f %.0f %.0f %.0f\n", t3 - t0, t1 - t0, t2 - t1, t3 - t2);
+		return 0;
+	}
+	if (!strcmp(argv[1], "close")) {
+		double *lat = calloc(n, sizeof(double)), t0 = now_us();
+		char *data = malloc(size ? size : 1);
+		memset(data, 'x', size ? size : 1);
+		for (uint64_t i = 0; i < n; i++) {
+			int fd = dial(ip, port, src);
+			if (size) {
+				hdr[0] = (uint64_t)(64 << 10) << 8 | 'W';
+				hdr[1] = size;
+				full(fd, hdr, sizeof(hdr), 0);
+				full(fd, data, size, 0);
+			} else {
+				hdr[0] = 16 << 8 | 'E';
+				full(fd, hdr, sizeof(hdr), 0);
+				full(fd, hdr, sizeof(hdr), 1);
+			}
+			double t = now_us();
+			close(fd);
+			lat[i] = now_us() - t;
+		}
+		double total = now_us() - t0;
+		qsort(lat, n, sizeof(double), cmp);
+		printf("%.0f %.0f %.0f %.1f\n", lat[n / 2], lat[(n * 99 - 1) / 100], lat[n - 1],
+		       n / (total / 1e6));
 		return 0;
 	}
 	if (!strcmp(argv[1], "hold")) {

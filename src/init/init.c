@@ -135,12 +135,12 @@ static void init_run(void)
 	/* The RDMA path's calls upward: epoll's wake-up and the library thread's
 	 * teardown of closed streams. No stream exists yet. */
 	tp_hooks_set(&(const struct tp_hooks){.kick = event_kick,
-					      .reaper_ready = cm_reap_ready,
-					      .reaper_wake = cm_reap_ring});
+					      .reaper_ready = service_running,
+					      .reaper_wake = service_wake_after});
 	/* The library's thread: streams closed by the application (tp_close)
-	 * are torn down there, one per turn, after its watched descriptors;
-	 * the hand-over registry starts it through negotiation, which adds the
-	 * process's rdma_cm channel and beacons first. */
+	 * are drained and torn down there, one per turn, after its watched
+	 * descriptors; the hand-over registry starts it through negotiation,
+	 * which adds the process's rdma_cm channel and beacons first. */
 	service_each_turn(tp_reap);
 	/* the read marks due (path/rdma/mark.c) */
 	service_each_turn(tp_mark_turn);
@@ -206,7 +206,17 @@ __attribute__((destructor)) static void rsock_destructor(void)
 	/* What was posted on streams never closed reaches the peer (bounded
 	 * for all together, as close() is for one). */
 	struct exit_drain d = {(pid_t)syscall(SYS_getpid), clock_now_ns() + 2000 * 1000000LL};
+	int parked;
+
 	fdtab_each(exit_drain_one, &d);
+	/* And on streams closed whose last writes the library's thread still
+	 * waits for: the thread parked first (not in a child sharing our
+	 * memory, whose thread it is not), the streams then left to the
+	 * kernel. */
+	parked = service_running() && service_pause_until(d.until) == 0;
+	tp_exit_reap(d.self, d.until);
+	if (parked)
+		service_resume();
 	if (rsock_config.stats_at_exit)
 		stats_print(fdtab_count());
 	statpub_unlink(); /* rsock-stat sees the process no more */

@@ -98,11 +98,6 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
  * (the hand-over registry starts it so, through its hook). 0 or -errno. */
 int cm_service_start(void);
 
-/* Whether this process's library thread runs and tears closed streams down
- * (tp_close): 1 or 0; cm_reap_ring() tells it there are some (tp_reap). */
-int cm_reap_ready(void);
-void cm_reap_ring(void);
-
 /* For init.c's pthread_atfork handlers: cm_lock is held across fork() (the
  * library thread takes it; a child inheriting it held would wait for ever). */
 void cm_fork_lock(void);

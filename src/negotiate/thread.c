@@ -365,16 +365,6 @@ int cm_service_start(void)
 	return rc;
 }
 
-int cm_reap_ready(void)
-{
-	return service_running();
-}
-
-void cm_reap_ring(void)
-{
-	service_wake();
-}
-
 void cm_fork_lock(void)
 {
 	pthread_mutex_lock(&cm_lock);

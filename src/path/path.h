@@ -107,8 +107,8 @@ struct path_ops {
 	/* The last descriptor closed (abort: unread data -> reset instead of
 	 * FIN). s is released: the caller's reference is gone. */
 	void (*close)(struct path_stream *s, int abort);
-	/* The socket's SO_RCVLOWAT, SO_RCVTIMEO or SO_SNDTIMEO may have
-	 * changed: read them back from the kernel. */
+	/* The socket's SO_RCVLOWAT, SO_RCVTIMEO, SO_SNDTIMEO or SO_LINGER may
+	 * have changed: read them back from the kernel. */
 	void (*sockopts_changed)(struct path_stream *s);
 	/* At exit: let what this process posted complete (bounded by until_ns,
 	 * clock_now_ns()); s stays open. self: the kernel's id of the process. */

@@ -206,6 +206,7 @@ struct ho_rec *ho_register(struct path_stream *s)
 	/* The library's thread listens to the request pipe. */
 	if (r && (ho_start() || ho_watch())) {
 		ho_unregister(s, 0);
+		ho_unwatch(path_control_fd(s));
 		r = NULL;
 	}
 	if (!r)
@@ -234,7 +235,6 @@ void ho_unregister(struct path_stream *s, int forked)
 	if (sl) {
 		struct ho_rec *r = sl->rec;
 		uint32_t st = atomic_load(&r->state);
-		rsock_real.epoll_ctl(ho_ep, EPOLL_CTL_DEL, path_control_fd(s), NULL);
 		sl->stream = NULL;
 		sl->retired = forked;
 		n_slots--;
@@ -248,6 +248,14 @@ void ho_unregister(struct path_stream *s, int forked)
 		if (st != HO_DONE)
 			r->owner = 0;
 	}
+	pthread_mutex_unlock(&ho_lock);
+}
+
+void ho_unwatch(int fd)
+{
+	pthread_mutex_lock(&ho_lock);
+	if (ho_ep >= 0 && slots_pid == rsock_pid())
+		rsock_real.epoll_ctl(ho_ep, EPOLL_CTL_DEL, fd, NULL);
 	pthread_mutex_unlock(&ho_lock);
 }
 

@@ -52,8 +52,14 @@ struct ho_rec *ho_register(struct path_stream *s);
  * holding it) the start hook's locks. */
 void ho_prepare(void);
 /* s is going away (owner only): no request reaches it any more. forked: a
- * child may still hold the stream, so its record is never reused. */
+ * child may still hold the stream, so its record is never reused. Its
+ * control connection stays in the registry's epoll set until ho_unwatch
+ * (an event for it meanwhile finds its slot empty, or another stream's,
+ * which it only makes look at its control connection). Takes ho_lock. */
 void ho_unregister(struct path_stream *s, int forked);
+/* Before a registered stream's control descriptor fd closes (it was
+ * unregistered): out of the registry's epoll set. Takes ho_lock. */
+void ho_unwatch(int fd);
 /* s was switched by its owner on its own account (its close after a fork):
  * children find it done, and the prefix in memfd fd (or -1). */
 void ho_publish(struct path_stream *s, int fd);

@@ -13,7 +13,7 @@
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/types.h>
 
 #include "base/clock.h"
@@ -48,14 +48,24 @@ static uint64_t watch_ids;
 static int (*turn_fns[SERVICE_TURN_FNS])(void);
 static _Atomic int n_turn_fns;
 
-/* When a turn is due (service_turn_in; CLOCK_MONOTONIC ms, 0: none). */
-static _Atomic int64_t turn_due;
-
-static __thread int svc_self;   /* this thread is the service's */
-
 static pid_t svc_pid;           /* the process the thread runs in */
-static int wake_fd = -1;        /* eventfd: service_wake */
+/* timerfd: service_wake and service_wake_after from other threads, the
+ * one descriptor a wake costs (an eventfd would be a second, where a
+ * process at its RLIMIT_NOFILE has them among its own numbers). */
+static int wake_fd = -1;
 static _Atomic pid_t wake_pid;  /* the process whose thread watches wake_fd */
+/* The CLOCK_MONOTONIC time (ns) wake_fd is set for, until the thread has
+ * seen it expire (the thread clears it before it reads the timer and runs
+ * the turn); 0: none. A caller needing a wake no earlier leaves it. */
+static _Atomic int64_t timer_due;
+/* On the thread: the time-out of the coming poll() (ms, -1: none), which a
+ * callback or per-turn function lowers with service_wake_after. */
+static int turn_sleep_ms = -1;
+/* When the thread's poll() times out (CLOCK_MONOTONIC ns), published before
+ * it sleeps and cleared when it wakes, before the turn; 0: no time-out. A
+ * caller needing a turn no earlier sets no timer. */
+static _Atomic int64_t sleep_due;
+static __thread int on_thread __attribute__((tls_model("initial-exec")));
 
 /* This process's watch table (a forked child starts with none). Caller
  * holds svc_lock. */
@@ -167,6 +177,9 @@ static int turn_run(struct turn *t)
 	}
 	if (t->p[t->n].revents) {
 		uint64_t v;
+		/* Cleared first: a caller that saw the old time and set none
+		 * has its work done by this turn's functions. */
+		atomic_store(&timer_due, 0);
 		(void)!rsock_real.read(t->p[t->n].fd, &v, sizeof(v));
 	}
 	for (int i = 0; i < n; i++)
@@ -174,35 +187,13 @@ static int turn_run(struct turn *t)
 	return more;
 }
 
-/* The sleep's time-out in ms: 0 when more work waits, else until the turn
- * due (service_turn_in), else none (-1). */
-static int sleep_ms(int more)
-{
-	int64_t due = atomic_load(&turn_due);
-
-	if (more)
-		return 0;
-	if (!due)
-		return -1;
-	return clock_left_ms(due);
-}
-
-/* A turn due by now is this one: no longer due. */
-static void turn_begins(void)
-{
-	int64_t due = atomic_load(&turn_due);
-
-	if (due && due <= clock_now_ms())
-		atomic_compare_exchange_strong(&turn_due, &due, 0);
-}
-
 static void *service_main(void *arg)
 {
 	struct turn t;
 
 	(void)arg;
+	on_thread = 1;
 	rsock_guard_enter(); /* this thread's libc calls are the library's own */
-	svc_self = 1;
 	/* Past the thread's start-up code (the C library's, and a sanitizer
 	 * runtime's, which frees and allocates under its allocator's locks):
 	 * service_start may return, and from here a fork parks this thread
@@ -211,12 +202,18 @@ static void *service_main(void *arg)
 	pthread_mutex_lock(&svc_run);
 	turn_snapshot(&t); /* the first turn: every revents 0 */
 	for (;;) {
-		turn_begins();
-		int more = turn_run(&t);
+		int more, ms;
+		turn_sleep_ms = -1;
+		more = turn_run(&t);
 		turn_snapshot(&t);
+		ms = more ? 0 : turn_sleep_ms;
+		atomic_store(&sleep_due, ms < 0 ? 0 : clock_now_ns() + (int64_t)ms * 1000000);
 		pthread_mutex_unlock(&svc_run);
-		rsock_real.poll(t.p, (nfds_t)t.n + 1, sleep_ms(more));
+		rsock_real.poll(t.p, (nfds_t)t.n + 1, ms);
 		pthread_mutex_lock(&svc_run);
+		/* Cleared before the turn: a caller that saw the time and set
+		 * no timer has its work done by this turn's functions. */
+		atomic_store(&sleep_due, 0);
 	}
 	return NULL;
 }
@@ -234,7 +231,9 @@ int service_start(void)
 	 * in a forked child the inherited one is the parent's thread's) */
 	if (wake_fd >= 0)
 		ownfd_close(wake_fd);
-	wake_fd = ownfd_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	wake_fd = ownfd_move(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+	atomic_store(&timer_due, 0);
+	atomic_store(&sleep_due, 0);
 	/* Return only once the thread runs its loop: a fork before that
 	 * (nginx forks its workers right after listen()) would not park it
 	 * either. */
@@ -253,24 +252,56 @@ int service_running(void)
 	return atomic_load_explicit(&wake_pid, memory_order_acquire) == rsock_pid();
 }
 
-void service_wake(void)
+/* Set the timer for due (CLOCK_MONOTONIC ns; a time past fires at once). */
+static void timer_set(int64_t due)
 {
-	uint64_t one = 1;
+	struct itimerspec its = {.it_value = clock_ns_ts(due)};
 
-	if (service_running())
-		(void)!rsock_real.write(wake_fd, &one, sizeof(one));
+	timerfd_settime(wake_fd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
-void service_turn_in(int ms)
+void service_wake(void)
 {
-	int64_t due = clock_now_ms() + ms, cur = atomic_load(&turn_due);
+	service_wake_after(0);
+}
 
-	while (!cur || cur > due)
-		if (atomic_compare_exchange_weak(&turn_due, &cur, due)) {
-			if (!svc_self) /* (the thread itself sleeps by it next) */
-				service_wake(); /* its sleep may have no time-out, or a later one */
-			return;
-		}
+void service_wake_after(int ms)
+{
+	int64_t due, cur;
+
+	if (on_thread) {
+		if (turn_sleep_ms < 0 || ms < turn_sleep_ms)
+			turn_sleep_ms = ms;
+		return;
+	}
+	if (!service_running())
+		return;
+	due = clock_now_ns() + (int64_t)ms * 1000000;
+	cur = atomic_load(&sleep_due);
+	if (cur && cur <= due)
+		return; /* the thread wakes by then anyway */
+	cur = atomic_load(&timer_due);
+	do {
+		if (cur && cur <= due)
+			return; /* a wake is due no later */
+	} while (!atomic_compare_exchange_weak(&timer_due, &cur, due));
+	timer_set(due);
+	/* An earlier time another caller stored meanwhile may have been set
+	 * before ours overwrote it. */
+	while ((cur = atomic_load(&timer_due)) && cur < due)
+		timer_set(due = cur);
+}
+
+int service_pause_until(int64_t deadline_ns)
+{
+	struct timespec ts = clock_ns_ts(deadline_ns);
+
+	return -pthread_mutex_clocklock(&svc_run, CLOCK_MONOTONIC, &ts);
+}
+
+void service_resume(void)
+{
+	pthread_mutex_unlock(&svc_run);
 }
 
 void service_fork_quiesce(void)

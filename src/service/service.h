@@ -7,9 +7,9 @@
  * it (0 on the thread's first turn and for a descriptor that was not
  * ready: a callback drains what is there either way); the wake's count is
  * read; every per-turn function runs, in the order registered. Then the
- * thread sleeps in poll() on the watched descriptors and the wake, without
- * a time-out unless a per-turn function said more work waits (none then)
- * or a turn is due (service_turn_in).
+ * thread sleeps in poll() on the watched descriptors and its wake (a
+ * timer), without a time-out unless a per-turn function said more work
+ * waits or asked for a turn within some time (service_wake_after).
  *
  * The thread holds the run lock whenever it is not asleep in poll(); a fork
  * takes it first (service_fork_quiesce), so no child is forked while the
@@ -17,6 +17,8 @@
  * inherit held. It knows nothing of what it watches. */
 #ifndef RSOCK_SERVICE_H
 #define RSOCK_SERVICE_H
+
+#include <stdint.h>
 
 #include "base/compiler.h"
 
@@ -40,7 +42,7 @@ void service_unwatch(int fd);
 
 /* Run fn on every turn, after the watched descriptors' callbacks: fn
  * returns nonzero when more of its work waits (the thread then does not
- * sleep). For the whole life of the library, forks included; registered
+ * sleep); work due later asks for its turn with service_wake_after. For the whole life of the library, forks included; registered
  * once, at start-up (init.c). 0 or -ENOSPC. */
 int service_each_turn(int (*fn)(void));
 
@@ -51,14 +53,21 @@ int service_start(void);
 /* Whether this process's thread runs and can be woken (service_wake):
  * 1 or 0. */
 int service_running(void);
-/* Make the thread take a turn soon (from any thread; async-signal-safe). */
+/* Make the thread take a turn soon (from any thread; async-signal-safe;
+ * takes no lock). */
 void service_wake(void);
-/* Make the thread take a turn within ms milliseconds, for per-turn work
- * that waits on time (from any thread, the thread's own per-turn work
- * too): it is woken to shorten its sleep when that would last longer, a
- * write only then. A per-turn function checks its own clock, as a turn may
- * come sooner. */
-void service_turn_in(int ms);
+/* Make the thread take a turn within ms milliseconds, not at once: from
+ * another thread through the thread's timer (a system call, none when a
+ * turn is due by then already: the timer's, or the end of the sleep a
+ * per-turn function asked for), which lets the caller go on undisturbed;
+ * on the thread (a callback or per-turn function), a bound on its coming
+ * sleep. Nothing when the thread does not run. Takes no lock. */
+void service_wake_after(int ms);
+/* Park the thread as service_fork_quiesce does, waiting for it at most
+ * until deadline_ns (CLOCK_MONOTONIC, clock_now_ns()): 0, or -ETIMEDOUT
+ * (not parked; its turn is still running). service_resume lets it go. */
+int service_pause_until(int64_t deadline_ns);
+void service_resume(void);
 
 /* Around fork (init.c), before every other lock the thread may take: wait
  * until the thread sleeps in poll() and keep it there; resumed in parent

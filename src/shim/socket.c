@@ -371,6 +371,7 @@ static int sockopt_kept(int name)
 {
 	switch (name) {
 	case SO_RCVLOWAT:
+	case SO_LINGER:
 	case SO_RCVTIMEO_OLD:
 	case SO_SNDTIMEO_OLD:
 #ifdef SO_RCVTIMEO_NEW

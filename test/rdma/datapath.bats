@@ -284,6 +284,38 @@ for i in range(int(sys.argv[4])):
 	[ "$m1" -le 18 ] && [ "$m1" -le $((m0 + 2)) ]
 }
 
+@test "streams closed right after a large write each: every peer gets every byte (checksums), lingering closes too, and the writer exiting right after its last closes" {
+	# test/rdma/closewrite.py: 48 streams, 8 at a time, each writes 1 MiB
+	# (four times the ring: the last of it is still in flight at close) and
+	# closes at once; every fourth lingers (SO_LINGER {1, 5}). close() leaves
+	# the wait for the last writes and the teardown to the library's
+	# thread; the last 8 are closed one after the other and exit() follows
+	# at once, so the exit's drain has closed streams to deliver (the
+	# debug log says how many; soft-RoCE completes a post inside the call,
+	# so none is still busy there).
+	require_cmd python3
+	local port
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 "$BATS_TEST_DIRNAME/closewrite.py" serve "$ADDR_B" "$port" 48
+	wait_for_port "$port" 15 "$BG_PID"
+	rdma_snapshot
+	bounded 120 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli.log" \
+		LD_PRELOAD="$(rsock_preload_value)" \
+		python3 "$BATS_TEST_DIRNAME/closewrite.py" client "$ADDR_B" "$port" 48 1048576 8
+	wait_bg "$BG_PID" 60
+	cat srv.out
+	grep -qx "intact 48 of 48" srv.out
+	rdma_crossed $((48 * 64))
+	stats_only_rdma cli.log
+	stats_only_rdma srv.log
+	# No closed stream was torn down in close(): by the library's thread or
+	# a new stream, or left to the kernel by the exit
+	[ "$(grep -c 'closed stream torn down at close' cli.log)" -eq 0 ]
+	[ "$(grep -cE 'closed stream torn down (by the library.s thread|for a new stream)' cli.log)" -ge 1 ]
+	echo "# $(grep -o 'at exit, .*' cli.log || echo 'at exit, no closed stream left')" >&3
+}
+
 # ---- endings ----------------------------------------------------------------
 
 @test "a peer killed with SIGKILL: EOF or ECONNRESET within a second, no hang" {

@@ -1,11 +1,13 @@
 /* test_service.c - the library's thread as a generic loop (src/service):
  * watched descriptors and their callbacks (the first turn's revents 0, a
- * callback that stops its watch), per-turn work and the wake, the table's
- * limits, and the run lock that keeps the thread asleep across a fork. */
+ * callback that stops its watch), per-turn work, the wake and the timed
+ * wake, the table's limits, and the run lock that keeps the thread asleep
+ * across a fork or an exit's drain. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -20,7 +22,7 @@
 #include "service/service.h"
 
 static int pa[2], pb[2];
-static _Atomic int a_calls, a_ready, a_first_revents = -1, b_calls, turns;
+static _Atomic int a_calls, a_ready, a_first_revents = -1, b_calls, turns, ticks_wanted;
 
 static int on_a(int fd, short revents, void *arg)
 {
@@ -51,6 +53,10 @@ static int on_b(int fd, short revents, void *arg)
 static int each_turn(void)
 {
 	atomic_fetch_add(&turns, 1);
+	if (atomic_load(&ticks_wanted) > 0) {
+		atomic_fetch_sub(&ticks_wanted, 1);
+		service_wake_after(5); /* on the thread: a bound on its sleep */
+	}
 	return 0;
 }
 
@@ -120,6 +126,32 @@ static void wake_runs_turn(void **state)
 	assert_true(wait_for(&turns, before + 1));
 }
 
+static void wake_after_runs_turn_later(void **state)
+{
+	int before;
+
+	(void)state;
+	usleep(20000);
+	before = atomic_load(&turns);
+	service_wake_after(300);
+	service_wake_after(400); /* a turn is due before: no change */
+	usleep(100000);
+	assert_int_equal(atomic_load(&turns), before); /* not at once */
+	assert_true(wait_for(&turns, before + 1));
+	usleep(20000);
+	before = atomic_load(&turns);
+	service_wake_after(300);
+	service_wake_after(10); /* earlier: the timer moves */
+	usleep(150000);
+	assert_int_equal(atomic_load(&turns), before + 1);
+	/* A per-turn function's own bound: ten more turns, each within 5 ms,
+	 * without anything else waking the thread. */
+	atomic_store(&ticks_wanted, 10);
+	service_wake();
+	assert_true(wait_for(&turns, before + 11));
+	assert_int_equal(atomic_load(&ticks_wanted), 0);
+}
+
 static void table_limit(void **state)
 {
 	int p[SERVICE_WATCHES][2], n = 0, rc = 0;
@@ -152,6 +184,41 @@ static void quiesce_parks_thread(void **state)
 	assert_true(wait_for(&a_ready, before + 1));
 }
 
+/* now + ms, CLOCK_MONOTONIC ns */
+static int64_t after_ms(int ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + (int64_t)ms * 1000000;
+}
+
+static void *pause_briefly(void *arg)
+{
+	*(int *)arg = service_pause_until(after_ms(20));
+	return NULL;
+}
+
+static void pause_parks_thread(void **state)
+{
+	pthread_t th;
+	int before, rc = 1;
+
+	(void)state;
+	usleep(20000);
+	assert_int_equal(service_pause_until(after_ms(1000)), 0);
+	/* parked: another pause waits for it, and gives up at its deadline */
+	assert_int_equal(pthread_create(&th, NULL, pause_briefly, &rc), 0);
+	pthread_join(th, NULL);
+	assert_int_equal(rc, -ETIMEDOUT);
+	before = atomic_load(&a_ready);
+	assert_int_equal(write(pa[1], "w", 1), 1);
+	usleep(50000);
+	assert_int_equal(atomic_load(&a_ready), before);
+	service_resume();
+	assert_true(wait_for(&a_ready, before + 1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -159,8 +226,10 @@ int main(void)
 		cmocka_unit_test(watch_runs_callback),
 		cmocka_unit_test(callback_stops_watch),
 		cmocka_unit_test(wake_runs_turn),
+		cmocka_unit_test(wake_after_runs_turn_later),
 		cmocka_unit_test(table_limit),
 		cmocka_unit_test(quiesce_parks_thread),
+		cmocka_unit_test(pause_parks_thread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
-/* close.c - the end of a stream: shutdown, close (FIN or RESET, then the
- * teardown, left to the reaper when there is one), the drain at exit. */
+/* close.c - the end of a stream: shutdown, close (FIN or RESET; the wait for
+ * its completion and the teardown left to the library's thread when there
+ * is one), the drain at exit. */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -75,63 +76,168 @@ int tp_shutdown_wr(struct tp *t)
 	return rc == -EPIPE ? 0 : rc;
 }
 
-/* ---- closed streams, torn down by the library's thread ---------------- */
+/* ---- closed streams, drained and torn down by the library's thread -----
+ *
+ * A stream the application closed goes on reap_list with its FIN (or RESET)
+ * posted, as a TCP socket closed with bytes in flight stays with the
+ * kernel: its rings stay registered and mapped, its QP up, until the
+ * completions say the peer has everything (drained(), bounded by
+ * TP_LINGER_MS), then it is torn down. The list is shared: a closer
+ * pushes, the library's thread (tp_reap) takes it whole for one turn and
+ * puts back what still waits, a new stream may take one whose rings it
+ * needs (tp_reap_one); whoever took a stream off the list owns it. */
 
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tp *reap_list;
+/* The process whose exit drained the list (tp_exit_reap): its thread tears
+ * nothing down any more, the kernel does at the process's end. */
+static _Atomic pid_t reap_exit_pid;
 static void teardown(struct tp *t, const char *when);
-static struct tp *reap_pop(int *more);
 
-/* Tear down one stream tp_close left to the library's thread, here: 1 if there
- * was one. */
-int tp_reap_one(void)
+/* Whether what the closed stream t posted is done with: complete, failed,
+ * or moved to TCP by a failover (the peer's SWITCH, or the path breaking
+ * now: tp_progress runs it), or the peer gone, or TP_LINGER_MS passed
+ * since the close (the QP goes with the rest; the peer's reads end as at
+ * a peer killed). Takes t->lock. */
+static int drained(struct tp *t, int64_t now_ms)
 {
-	struct tp *t = tp_settings.ring_cache ? reap_pop(NULL) : NULL;
+	int done;
 
-	if (!t)
-		return 0;
-	teardown(t, "for a new stream's rings");
-	return 1;
+	mtx_lock(&t->lock);
+	if (t->sq_busy && !t->err && !t->peer_gone && !tp_switched(t)) {
+		tp_progress(t);
+		if (t->sq_busy && !t->err && !tp_switched(t))
+			tp_check_control(t);
+		/* Only unsignalled ones (FIN or RESET could not be posted): a
+		 * fence's completion will say they are done. */
+		if (t->sq_busy && !t->sig_count && !t->err && !tp_switched(t) &&
+		    t->sq_busy < TP_SQ_DEPTH && !atomic_load(&tp_creds_stale))
+			tp_post_fence(t);
+	}
+	done = !t->sq_busy || t->err || t->peer_gone || tp_switched(t);
+	if (!done && now_ms >= t->reap_until) {
+		log_debug("fd %d: %u posted writes not complete %d ms after the close", t->tcp_fd,
+			  t->sq_busy, TP_LINGER_MS);
+		done = 1;
+	}
+	mtx_unlock(&t->lock);
+	return done;
 }
 
-/* Leave t to the reaper (the library's thread), if this process has one: 1 if taken. */
-static int reap_defer(struct tp *t)
+/* Put the streams of list (linked by reap_next) on reap_list. Returns
+ * whether reap_list was empty. */
+static int reap_push(struct tp *list)
 {
+	struct tp *last = list;
 	int first;
 
+	while (last->reap_next)
+		last = last->reap_next;
+	pthread_mutex_lock(&reap_lock);
+	first = !reap_list;
+	last->reap_next = reap_list;
+	reap_list = list;
+	pthread_mutex_unlock(&reap_lock);
+	return first;
+}
+
+/* The first look at a closed stream within REAP_LOOK_MS; the library's
+ * thread keeps looking that often for REAP_HOT_MS after a close, so that
+ * closes in a row find a turn due and pay no system call for their wake
+ * (service_wake_after). */
+#define REAP_LOOK_MS 8
+#define REAP_HOT_MS 64
+static _Atomic int64_t reap_last_close; /* ms */
+
+/* Leave t to the library's thread, if this process has one: 1 if taken. */
+static int reap_defer(struct tp *t)
+{
 	if (!tp_reaper_ready())
 		return 0;
-	pthread_mutex_lock(&reap_lock);
-	first = !reap_list; /* else the thread has been told and not yet emptied it */
-	t->reap_next = reap_list;
-	reap_list = t;
-	pthread_mutex_unlock(&reap_lock);
-	if (first)
-		tp_reaper_wake();
+	t->reap_next = NULL;
+	reap_push(t);
+	atomic_store_explicit(&reap_last_close, t->reap_until - TP_LINGER_MS, memory_order_relaxed);
+	/* Not at once: a thread woken now would take the CPU from the closer
+	 * (its teardown, about a millisecond in the guest), and the FIN's
+	 * completion comes meanwhile. */
+	tp_reaper_wake(REAP_LOOK_MS);
 	return 1;
 }
 
-/* One stream off the list, or NULL; *more (if given): whether others wait. */
-static struct tp *reap_pop(int *more)
+/* Take reap_list whole: the streams are the caller's. */
+static struct tp *reap_take(void)
 {
 	struct tp *t;
 
 	pthread_mutex_lock(&reap_lock);
-	if ((t = reap_list))
-		reap_list = t->reap_next;
-	if (more)
-		*more = reap_list != NULL;
+	t = reap_list;
+	reap_list = NULL;
 	pthread_mutex_unlock(&reap_lock);
 	return t;
 }
 
+/* Tear down a closed stream that is drained (it is looked at first), for a
+ * new stream that found the ring cache empty: 1 if there was one. */
+int tp_reap_one(void)
+{
+	struct tp *t, *next, *keep = NULL;
+	int found = 0;
+
+	if (!tp_settings.ring_cache || reap_exit_pid == rsock_pid())
+		return 0;
+	for (t = reap_take(); t; t = next) {
+		next = t->reap_next;
+		if (!found && (t->reap_drained || (t->reap_drained = drained(t, clock_now_ms())))) {
+			teardown(t, "for a new stream's rings");
+			found = 1;
+			continue;
+		}
+		t->reap_next = keep;
+		keep = t;
+	}
+	if (keep && reap_push(keep))
+		tp_reaper_wake(REAP_LOOK_MS);
+	return found;
+}
+
 int tp_reap(void)
 {
-	int more;
-	struct tp *t = reap_pop(&more);
+	struct tp *t, *next, *keep = NULL;
+	int more = 0, torn = 0;
+	int64_t now = clock_now_ms(), look = -1;
 
-	if (t)
-		teardown(t, "by the library's thread");
+	if (reap_exit_pid == rsock_pid())
+		return 0;
+	/* One teardown a turn (the thread's other work waits at most that);
+	 * the others are looked at, and looked at again after a quarter of
+	 * their age (1 to 16 ms) while they wait; with none, again within
+	 * REAP_LOOK_MS while closes were recent (reap_defer). */
+	for (t = reap_take(); t; t = next) {
+		next = t->reap_next;
+		if (!t->reap_drained)
+			t->reap_drained = drained(t, now);
+		if (t->reap_drained && !torn) {
+			teardown(t, "by the library's thread");
+			torn = 1;
+			continue;
+		}
+		t->reap_next = keep;
+		keep = t;
+		if (t->reap_drained) {
+			more = 1;
+		} else {
+			int64_t age = now - (t->reap_until - TP_LINGER_MS), in = age / 4;
+			in = in < 1 ? 1 : in > 16 ? 16 : in;
+			if (look < 0 || in < look)
+				look = in;
+		}
+	}
+	if (keep)
+		reap_push(keep);
+	else if (now - atomic_load_explicit(&reap_last_close, memory_order_relaxed) < REAP_HOT_MS)
+		look = REAP_LOOK_MS;
+	if (!more && look >= 0)
+		tp_reaper_wake((int)look);
 	return more;
 }
 
@@ -156,6 +262,78 @@ void tp_reap_fork_child(void)
 		struct tp *next = t->reap_next;
 		copy_drop(t);
 		t = next;
+	}
+}
+
+void tp_exit_reap(pid_t self, int64_t until_ns)
+{
+	struct tp *mine = NULL, *others = NULL, *t, *next;
+	unsigned n = 0, busy = 0, left = 0;
+
+	/* This process's streams only: in a child sharing our memory (vfork)
+	 * the list is its parent's. */
+	pthread_mutex_lock(&reap_lock);
+	reap_exit_pid = self;
+	for (t = reap_list; t; t = next) {
+		next = t->reap_next;
+		if (t->owner == self) {
+			t->reap_next = mine;
+			mine = t;
+		} else {
+			t->reap_next = others;
+			others = t;
+		}
+	}
+	reap_list = others;
+	pthread_mutex_unlock(&reap_lock);
+	/* Left to the kernel once drained: it destroys the verbs objects with
+	 * the process. */
+	for (t = mine; t; t = t->reap_next) {
+		n++;
+		if (t->reap_drained)
+			continue;
+		mtx_lock(&t->lock);
+		if (t->qp && t->sq_busy && !tp_switched(t) && !t->peer_gone && !t->err) {
+			busy++;
+			tp_await_posted(t, until_ns / 1000000);
+			left += t->sq_busy > 0;
+		}
+		mtx_unlock(&t->lock);
+	}
+	if (n)
+		log_debug("at exit, %u closed streams left to the kernel; posted writes awaited on %u, "
+			  "%u not complete",
+			  n, busy, left);
+}
+
+/* Post what the closed stream's peer must see: FIN after the data, or
+ * RESET (abort: unread data, SO_LINGER {1, 0}). No credit: nothing more is
+ * read. Returns how long close() itself waits for it (ms): SO_LINGER's
+ * time, else 0 (the library's thread waits); *abort is updated. Caller
+ * holds t->lock. */
+static int64_t close_post(struct tp *t, int *abort)
+{
+	int linger = atomic_load_explicit(&t->linger_s, memory_order_relaxed);
+
+	tp_progress(t);
+	*abort |= tp_unread(t) > 0 || linger == 0; /* {1, 0}: the application asks for a reset */
+	if (*abort)
+		post_ctl(t, PROTO_IMM_RESET);
+	else if (!t->fin_sent && post_ctl(t, PROTO_IMM_FIN) == 0)
+		t->fin_sent = 1;
+	/* A lingering close blocks, as TCP's */
+	return linger > 0 ? (int64_t)linger * 1000 : 0;
+}
+
+/* Wait until what was posted reached the peer, by until (ns). Caller holds
+ * t->lock. */
+static void close_wait(struct tp *t, int64_t until)
+{
+	for (;;) {
+		tp_progress(t);
+		if (!t->sq_busy || t->err || t->peer_gone || tp_switched(t) || tp_timed_out(until))
+			break;
+		tp_wait_event(t, until, 0);
 	}
 }
 
@@ -200,36 +378,19 @@ void tp_close(struct tp *t, int abort)
 			rsock_real.poll(NULL, 0, 1);
 		}
 	} else if (t->up && !t->err && !t->peer_gone) {
-		struct linger lg = {0, 0};
-		socklen_t ll = sizeof(lg);
-		tp_progress(t);
-		abort |= tp_unread(t) > 0;
-		/* SO_LINGER {1, 0}: the application asked for a reset. */
-		if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, SO_LINGER, &lg, &ll) == 0 &&
-		    lg.l_onoff && !lg.l_linger)
-			abort = 1;
-		if (abort) {
-			post_ctl(t, PROTO_IMM_RESET);
-		} else if (!t->fin_sent) {
-			tp_send_credit(t);
-			if (post_ctl(t, PROTO_IMM_FIN) == 0)
-				t->fin_sent = 1;
-		}
-		/* Let what was posted reach the peer (bounded, like a short linger). */
-		int64_t until = clock_now_ns() + TP_LINGER_MS * 1000000LL;
-		for (;;) {
-			tp_progress(t);
-			if (!t->sq_busy || t->err || t->peer_gone || tp_switched(t) ||
-			    tp_timed_out(until))
-				break;
-			tp_wait_event(t, until, 0);
-		}
+		int64_t linger = close_post(t, &abort);
+		/* The wait for its completion is the library's thread's (TCP's
+		 * close leaves it to the kernel), but a lingering close's or
+		 * one in a process without that thread. */
+		if (linger || !tp_reaper_ready())
+			close_wait(t, clock_now_ns() + (linger ? linger : TP_LINGER_MS) * 1000000LL);
 	}
 	t->close_abort = abort;
+	t->reap_until = clock_now_ms() + TP_LINGER_MS;
+	t->reap_drained = 0;
 	mtx_unlock(&t->lock);
-	/* What the peer must see (data, FIN or RESET) has reached it; the
-	 * rest is local work, left to the library's thread as TCP leaves a closed
-	 * socket to the kernel. */
+	/* The rest is local work, left to the library's thread as TCP leaves a
+	 * closed socket to the kernel. */
 	if (t->up && reap_defer(t))
 		return;
 	teardown(t, "at close");
@@ -269,6 +430,8 @@ static void teardown(struct tp *t, const char *when)
 		rdma_destroy_event_channel(t->ch);
 	}
 	ho_pre_free(t->pre);
+	if (t->rec)
+		ho_unwatch(t->tcp_fd);
 	if (abort && (t->up || tp_switched(t))) {
 		/* Like TCP closing with unread data: the peer sees a reset. */
 		struct linger lg = {.l_onoff = 1, .l_linger = 0};

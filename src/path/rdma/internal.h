@@ -33,7 +33,9 @@ _Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "recei
 #define TP_CTL_RESERVE 2 /* send-queue slots kept for credits and FIN */
 #define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
 #define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
-#define TP_LINGER_MS 2000  /* the most close() waits for what it posted */
+/* The most a closed stream's posted writes are waited for (by the library's
+ * thread, or in close() without one) before its QP goes. */
+#define TP_LINGER_MS 2000
 #define TP_SPILL_AFTER_MS 20    /* a blocked send's wait before it spills */
 /* The most a read mark waits after a read (the peer's test of a dead
  * reader's unread bytes, "Wire protocol"). */
@@ -72,11 +74,11 @@ static inline int tp_reaper_ready(void)
 	return tp_hook.reaper_ready ? tp_hook.reaper_ready() : 0;
 }
 
-/* Tell that thread that closed streams wait (tp_reap). */
-static inline void tp_reaper_wake(void)
+/* Tell that thread that closed streams wait: a turn (tp_reap) within ms. */
+static inline void tp_reaper_wake(int ms)
 {
 	if (tp_hook.reaper_wake)
-		tp_hook.reaper_wake();
+		tp_hook.reaper_wake(ms);
 }
 
 /* ---- iovecs --------------------------------------------------------------- */
@@ -292,8 +294,8 @@ void tp_zc_end(struct tp *t, struct zc_span *zc);
 
 /* ---- close.c -------------------------------------------------------------- */
 
-/* Tear down one stream left to the reaper, here: 1 if there was one.
- * Lock not held. */
+/* Tear down one closed stream left to the reaper whose posted writes are
+ * done, here: 1 if there was one. Takes the closed streams' locks. */
 int tp_reap_one(void);
 
 #endif

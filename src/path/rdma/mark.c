@@ -85,7 +85,7 @@ void tp_mark_due(struct tp *t)
 		atomic_store(&mark_due_ms, clock_now_ms() + TP_MARK_MS);
 	pthread_mutex_unlock(&mark_lock);
 	if (ask)
-		service_turn_in(TP_MARK_MS);
+		service_wake_after(TP_MARK_MS);
 }
 
 int tp_mark_turn(void)
@@ -115,7 +115,7 @@ int tp_mark_turn(void)
 	atomic_store(&mark_due_ms, ms ? clock_now_ms() + ms : 0);
 	pthread_mutex_unlock(&mark_lock);
 	if (ms)
-		service_turn_in(ms);
+		service_wake_after(ms);
 	return 0;
 }
 

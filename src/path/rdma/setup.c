@@ -63,6 +63,7 @@ int tp_new(struct ibv_context *ctx, uint32_t rx_size, uint32_t tx_size, int tcp_
 	 * (doc/design.md, "Wire protocol"). */
 	path_adapt_init(&t->wait);
 	atomic_init(&t->rcvlowat, 1);
+	atomic_init(&t->linger_s, -1);
 	/* Our own reference to the kernel socket: the application may close
 	 * any of its descriptors, the control connection stays ours. Never
 	 * one of the application's numbers ("Descriptors, fork, exec"), nor
@@ -162,8 +163,14 @@ void tp_sockopts_changed(struct tp *t)
 	int v = 1;
 	socklen_t l = sizeof(v);
 
+	struct linger lg = {0, 0};
+
 	if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l) == 0)
 		atomic_store_explicit(&t->rcvlowat, v > 1 ? v : 1, memory_order_relaxed);
+	l = sizeof(lg);
+	if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, SO_LINGER, &lg, &l))
+		lg.l_onoff = 0;
+	atomic_store_explicit(&t->linger_s, lg.l_onoff ? lg.l_linger : -1, memory_order_relaxed);
 	for (int i = 0; i < 2; i++) {
 		struct timeval tv;
 		int64_t ns = 0;

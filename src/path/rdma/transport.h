@@ -93,6 +93,8 @@ struct tp {
 	struct mtx lock;             /* base/mtx.h: two atomics per data call */
 	struct tp *reap_next;        /* on the list of closed streams to tear down */
 	int close_abort;             /* tp_close's verdict, for the teardown */
+	int reap_drained;            /* closed: what it posted is done with */
+	int64_t reap_until;          /* closed: the most its posts are waited for (ms) */
 	struct rdma_cm_id *id;       /* owns the QP; NULL until connected */
 	struct rdma_event_channel *ch; /* the id's private channel (client side, until
 	                                  it is up: then the process's), or NULL */
@@ -199,6 +201,7 @@ struct tp {
 	uint64_t sink_mark;          /* rx.head at the last read wait */
 	_Atomic int rcvlowat;        /* the socket's SO_RCVLOWAT, as the kernel keeps it (>= 1) */
 	_Atomic int64_t timeo_ns[2]; /* its SO_RCVTIMEO and SO_SNDTIMEO (0: none) */
+	_Atomic int linger_s;        /* its SO_LINGER: l_linger, or -1 (l_onoff 0) */
 
 	/* The hand-over to TCP (doc/design.md, "Descriptors, fork, exec";
 	 * handover.h). */
@@ -231,7 +234,7 @@ extern const struct path_ops tp_path_ops RSOCK_HIDDEN;
 struct tp_hooks {
 	void (*kick)(void);         /* wake every epoll instance to look again */
 	int (*reaper_ready)(void);  /* 1: this process has a thread for tp_reap */
-	void (*reaper_wake)(void);  /* closed streams wait for tp_reap */
+	void (*reaper_wake)(int ms); /* closed streams wait: tp_reap within ms */
 };
 /* Install the hooks (copied). Called once, before any stream exists. */
 void tp_hooks_set(const struct tp_hooks *h);
@@ -414,23 +417,33 @@ int tp_shutdown_rd(struct tp *t, int fd);
 /* shutdown(SHUT_WR): send FIN after the data. Returns 0 or -errno. */
 int tp_shutdown_wr(struct tp *t);
 
-/* Last descriptor closed. abort: unread data -> RESET instead of FIN. Waits
- * (bounded) for posted writes to complete, then destroys everything: a
- * stream that was up has that done by the reaper (the library's thread: tp_reap),
- * when this process has one (tp_hooks.reaper_ready), so that close() does
- * not wait for the verbs objects' destruction (about a millisecond in the
- * guest). */
+/* Last descriptor closed. abort: unread data -> RESET instead of FIN. What
+ * the peer must see is posted here (FIN after the data, or RESET); the wait
+ * for its completion (bounded: TP_LINGER_MS) and the destruction of
+ * everything are the reaper's (the library's thread: tp_reap), as TCP
+ * leaves a closed socket to the kernel, when this process has one
+ * (tp_hooks.reaper_ready) and the socket does not linger (SO_LINGER with
+ * a time: close() waits that long, as TCP's). Without a reaper, close()
+ * does it all. */
 void tp_close(struct tp *t, int abort);
 
-/* The library's thread: tear down one of the streams tp_close left to it (one at
- * a time, so that its other work waits at most one teardown). Returns 1
- * when more wait. */
+/* The library's thread, each turn: look at the closed streams tp_close left
+ * to it, and tear down one whose posted writes are done (one at a time, so
+ * that its other work waits at most one teardown). Returns 1 when more are
+ * ready; asks for its next turn (tp_hooks.reaper_wake) while some wait, and
+ * for a while after a close (close.c: REAP_HOT_MS). */
 int tp_reap(void);
 
 /* In a forked child: the parent's closed streams awaiting teardown are the
  * parent's; drop our copies (and our copies of their descriptors), and the
  * parent's list of read marks due. */
 void tp_reap_fork_child(void);
+
+/* At exit (the destructor, the library's thread parked when it could be):
+ * what this process posted on its closed streams completes (bounded by
+ * until_ns, clock_now_ns()); they are left to the kernel, and the reaper
+ * tears nothing down any more. self: the process's id from the kernel. */
+void tp_exit_reap(pid_t self, int64_t until_ns);
 
 /* At exit: let what this process posted on t complete (bounded by
  * until_ns, CLOCK_MONOTONIC: clock_now_ns()); t stays open. self: the
@@ -440,7 +453,7 @@ void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns);
 /* The library's thread, each turn: the streams read since their last read
  * mark write it into the peer's word, TP_MARK_MS after the read at most
  * (doc/design.md, "Wire protocol"). Returns 0 (a later turn is asked for
- * with service_turn_in). */
+ * with service_wake_after). */
 int tp_mark_turn(void);
 
 /* For init.c's pthread_atfork handlers: the ring cache's lock, the reap
