@@ -27,7 +27,8 @@ struct path_stream;
  * peer at addr, and if so binds fd to the local address of the route (an
  * unbound socket only) and probes the peer. Returns 0 with *state when the
  * peer runs librsock (continue with cm_client_hello after the TCP
- * connection is up), else -EOPNOTSUPP with *why (*state NULL). *state is an
+ * connection is up), else -EOPNOTSUPP with *why (*state NULL). shm: the
+ * rules allow the same-host path, tried first for a peer on this host. *state is an
  * opaque object to pass to cm_client_hello / cm_client_abandon. */
 struct cm_client;
 
@@ -39,7 +40,7 @@ struct cm_bufs {
 };
 
 int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const struct cm_bufs *bufs,
-		    struct cm_client **state, enum rsock_fallback_reason *why);
+		    int shm, struct cm_client **state, enum rsock_fallback_reason *why);
 
 /* Client: the TCP connection is up. cm_client_hello sends the hello: 0, or
  * -EOPNOTSUPP with *why (the stream stays on TCP, state consumed).
@@ -77,6 +78,13 @@ int cm_iwarp_device(const char *class_dir, char *name, size_t len);
 void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len);
 /* Server: the listening socket is gone (last reference): stop its beacon. */
 void cm_unlisten(const void *owner);
+
+/* Server: listen() succeeded on fd, bound to addr, and the rules allow the
+ * same-host path: make the port discoverable on this host (doc/design.md,
+ * "The same-host path"). 0, or -errno (-EADDRINUSE: another listener of
+ * the port is). cm_shm_unlisten: the listening socket is gone. */
+int cm_shm_listen(const void *owner, int fd, const struct sockaddr *addr);
+void cm_shm_unlisten(const void *owner);
 
 /* Server: fd was accepted from the listening socket `owner`. Returns 0 with
  * *out when the stream now runs over RDMA, or -EOPNOTSUPP with *why. */

@@ -1,0 +1,539 @@
+/* shmsetup.c - choosing the same-host path and setting it up (doc/design.md,
+ * "The same-host path"): the listener's discovery socket, the client's look
+ * for it, the set-up connection that carries the shared memory's
+ * descriptors. */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/ownfd.h"
+#include "base/proto.h"
+#include "base/real.h"
+#include "path/shm/ring.h"
+#include "path/shm/shm.h"
+
+#include "negotiate/internal.h"
+
+#define SHM_NAMES 3    /* a listener's discovery names at most (specific, any, IPv4 any) */
+#define SHM_SETUP_LEN 16
+
+struct shm_listen {
+	const void *owner;
+	int fd[SHM_NAMES]; /* discovery sockets, -1 when unused */
+	struct shm_listen *next;
+};
+
+static struct shm_listen *shm_listens; /* cm_lock */
+
+/* The discovery name of family fam, address a (NULL: the wildcard) and port
+ * in *un: returns its length. Abstract (a leading 0 byte): it belongs to
+ * the network namespace, no file, no permission. */
+static socklen_t disc_name(struct sockaddr_un *un, int fam, const uint8_t *a, uint16_t port)
+{
+	char hex[33];
+	int n;
+
+	memset(un, 0, sizeof(*un));
+	un->sun_family = AF_UNIX;
+	if (a) {
+		int len = fam == AF_INET ? 4 : 16;
+		for (int i = 0; i < len; i++)
+			snprintf(hex + 2 * i, 3, "%02x", a[i]);
+	} else {
+		strcpy(hex, "any");
+	}
+	n = snprintf(un->sun_path + 1, sizeof(un->sun_path) - 1, "rsock-shm.1.%d.%s.%u",
+		     fam == AF_INET ? 4 : 6, hex, port);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* A non-blocking, close-on-exec Unix socket of type, the library's own. */
+static int unix_socket(int type)
+{
+	return ownfd_move(rsock_real.socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+}
+
+int cm_shm_listen(const void *owner, int fd, const struct sockaddr *addr)
+{
+	struct sockaddr_storage ss;
+	struct shm_listen *l = calloc(1, sizeof(*l));
+	uint8_t a[16];
+	int n = 0, v6only = 0;
+
+	if (!l)
+		return -ENOMEM;
+	addr = sa_copy_unmapped(&ss, addr);
+	sa_addr16(addr, a);
+	uint16_t port = sa_port(addr);
+	int any = sa_is_any(addr);
+	/* A dual-stack IPv6 wildcard listener takes IPv4 clients too. */
+	if (addr->sa_family == AF_INET6 && any) {
+		socklen_t vl = sizeof(v6only);
+		if (rsock_real.getsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vl))
+			v6only = 1;
+	}
+	for (int i = 0; i < SHM_NAMES; i++)
+		l->fd[i] = -1;
+	for (int i = 0; i < SHM_NAMES; i++) {
+		struct sockaddr_un un;
+		socklen_t ul;
+		if (i == 0)
+			ul = disc_name(&un, addr->sa_family, any ? NULL : a, port);
+		else if (i == 1 && addr->sa_family == AF_INET6 && any && !v6only)
+			ul = disc_name(&un, AF_INET, NULL, port);
+		else
+			continue;
+		int dfd = unix_socket(SOCK_DGRAM);
+		if (dfd < 0)
+			continue;
+		if (rsock_real.bind(dfd, (struct sockaddr *)&un, ul)) {
+			/* Another listener of the port has it (SO_REUSEPORT):
+			 * its accept() drains it, not ours. */
+			log_debug("shm: discovery name of port %u taken (%d): not ours", port, errno);
+			ownfd_close(dfd);
+			continue;
+		}
+		l->fd[n++] = dfd;
+	}
+	if (!n) {
+		free(l);
+		return -EADDRINUSE;
+	}
+	l->owner = owner;
+	pthread_mutex_lock(&cm_lock);
+	cm_tuples_create();
+	l->next = shm_listens;
+	shm_listens = l;
+	pthread_mutex_unlock(&cm_lock);
+	log_debug("shm: listener of port %u discoverable on this host", port);
+	return 0;
+}
+
+void cm_shm_unlisten(const void *owner)
+{
+	struct shm_listen *l = NULL;
+
+	pthread_mutex_lock(&cm_lock);
+	for (struct shm_listen **p = &shm_listens; *p; p = &(*p)->next)
+		if ((*p)->owner == owner) {
+			l = *p;
+			*p = l->next;
+			break;
+		}
+	pthread_mutex_unlock(&cm_lock);
+	if (!l)
+		return;
+	for (int i = 0; i < SHM_NAMES; i++)
+		if (l->fd[i] >= 0)
+			ownfd_close(l->fd[i]);
+	free(l);
+}
+
+int cm_shm_drain(const void *owner)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&cm_lock);
+	for (struct shm_listen *l = shm_listens; l; l = l->next) {
+		if (l->owner != owner)
+			continue;
+		found = 1;
+		for (int i = 0; i < SHM_NAMES; i++) {
+			uint8_t b[PROTO_PROBE_LEN + 8];
+			struct proto_probe pr;
+			ssize_t r;
+			while (l->fd[i] >= 0 &&
+			       (r = rsock_real.recv(l->fd[i], b, sizeof(b), MSG_DONTWAIT)) >= 0)
+				if (proto_probe_decode(b, (size_t)r, &pr) > 0)
+					cm_tuple_put(&pr);
+		}
+	}
+	pthread_mutex_unlock(&cm_lock);
+	return found;
+}
+
+/* Whether peer is an address of this host: a loopback address, or one the
+ * route to which starts from the address itself (the kernel's local
+ * routes). */
+static int addr_local(const struct sockaddr *peer)
+{
+	struct sockaddr_storage src;
+	uint8_t a[16], b[16];
+
+	if (sa_is_loopback(peer))
+		return 1;
+	if (sa_route_source(peer, &src))
+		return 0;
+	sa_addr16(peer, a);
+	sa_addr16((struct sockaddr *)&src, b);
+	return src.ss_family == peer->sa_family && !memcmp(a, b, 16);
+}
+
+/* A datagram socket connected to the discovery name of a librsock listener
+ * for peer (unmapped), or -1 (none: a plain listener, or none at all). */
+static int disc_find(const struct sockaddr *peer)
+{
+	uint8_t a[16];
+	uint16_t port = sa_port(peer);
+	int fd = unix_socket(SOCK_DGRAM);
+
+	if (fd < 0)
+		return -1;
+	sa_addr16(peer, a);
+	for (int i = 0; i < 3; i++) {
+		struct sockaddr_un un;
+		socklen_t ul;
+		if (i == 0)
+			ul = disc_name(&un, peer->sa_family, a, port);
+		else if (i == 1)
+			ul = disc_name(&un, peer->sa_family, NULL, port);
+		else if (peer->sa_family == AF_INET)
+			ul = disc_name(&un, AF_INET6, NULL, port);
+		else
+			break;
+		if (rsock_real.connect(fd, (struct sockaddr *)&un, ul) == 0)
+			return fd;
+	}
+	ownfd_close(fd);
+	return -1;
+}
+
+int cm_shm_client_begin(struct cm_client *c, int fd)
+{
+	struct sockaddr_un un;
+	struct sockaddr *peer = (struct sockaddr *)&c->peer;
+	int dfd;
+
+	if (!addr_local(peer) || (dfd = disc_find(peer)) < 0)
+		return -EOPNOTSUPP;
+	c->shm_lfd = -1;
+	getrandom(&c->token, sizeof(c->token), 0);
+	getrandom(&c->shm_secret, sizeof(c->shm_secret), 0);
+	c->token |= 1;
+	c->shm_size = cm_settings.ring_kb * 1024;
+	if (!shm_ring_size_ok(c->shm_size))
+		c->shm_size = c->shm_size > SHM_RING_MAX ? SHM_RING_MAX : SHM_RING_MIN;
+	/* The set-up socket, named by the token the hello carries. */
+	memset(&un, 0, sizeof(un));
+	un.sun_family = AF_UNIX;
+	int n = snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, "rsock-shmc.%016" PRIx64,
+			 c->token);
+	socklen_t ul = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+	if ((c->shm_lfd = unix_socket(SOCK_STREAM)) < 0 ||
+	    rsock_real.bind(c->shm_lfd, (struct sockaddr *)&un, ul) ||
+	    rsock_real.listen(c->shm_lfd, 1))
+		goto fail;
+	/* Our port, before the SYN, and the tuple the listener records. */
+	struct sockaddr_storage bound;
+	socklen_t bl = sizeof(bound);
+	if (rsock_real.getsockname(fd, (struct sockaddr *)&bound, &bl))
+		goto fail;
+	if (sa_port((struct sockaddr *)&bound) == 0) {
+		struct sockaddr_storage at;
+		int off = 0;
+		memcpy(&at, &bound, sizeof(at));
+		rsock_real.setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &off, sizeof(off));
+		if (rsock_real.bind(fd, (struct sockaddr *)&at, sa_len((struct sockaddr *)&at)))
+			goto fail;
+		bl = sizeof(bound);
+		if (rsock_real.getsockname(fd, (struct sockaddr *)&bound, &bl))
+			goto fail;
+	}
+	sa_unmap(&bound);
+	if (sa_is_any((struct sockaddr *)&bound)) {
+		/* The kernel picks the source at connect(): a local
+		 * destination's route starts from it (or 127.0.0.1, ::1) */
+		struct sockaddr_storage src;
+		uint16_t port = sa_port((struct sockaddr *)&bound);
+		if (sa_route_source(peer, &src))
+			goto fail;
+		memcpy(&bound, &src, sizeof(src));
+		sa_set_port((struct sockaddr *)&bound, port);
+	}
+	memcpy(&c->local, &bound, sizeof(bound));
+	struct proto_probe pr = {.version = PROTO_VERSION, .family = (uint16_t)peer->sa_family};
+	uint8_t b[PROTO_PROBE_LEN];
+	pr.client_port = sa_port((struct sockaddr *)&c->local);
+	pr.server_port = sa_port(peer);
+	sa_addr16((struct sockaddr *)&c->local, pr.client_addr);
+	sa_addr16(peer, pr.server_addr);
+	proto_probe_encode(&pr, b, sizeof(b));
+	if (rsock_real.send(dfd, b, sizeof(b), MSG_DONTWAIT) != (ssize_t)sizeof(b))
+		goto fail;
+	ownfd_close(dfd);
+	c->shm = 1;
+	c->probed_ms = clock_now_ms();
+	log_debug("connect: fd %d: a librsock listener on this host: the same-host path", fd);
+	return 0;
+fail:
+	log_debug("connect: fd %d: same-host set-up failed (%d): TCP", fd, errno);
+	ownfd_close(dfd);
+	if (c->shm_lfd >= 0)
+		ownfd_close(c->shm_lfd);
+	c->shm_lfd = -1;
+	return -EOPNOTSUPP;
+}
+
+/* The kernel's name of an open descriptor's file is an eventfd's. */
+static int is_eventfd(int fd)
+{
+	char p[64], l[64];
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	n = readlink(p, l, sizeof(l) - 1);
+	if (n < 0)
+		return 0;
+	l[n] = 0;
+	return !strcmp(l, "anon_inode:[eventfd]");
+}
+
+/* Log who is at the other end of the set-up connection fd. */
+static void peer_log(int fd, const char *who)
+{
+	struct ucred uc;
+	socklen_t l = sizeof(uc);
+
+	if (rsock_real.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) == 0)
+		log_debug("shm: set-up with %s pid %d uid %u gid %u", who, (int)uc.pid,
+			  (unsigned)uc.uid, (unsigned)uc.gid);
+}
+
+/* Wait until fd has events ev, or deadline (ms). 1, or 0. */
+static int fd_wait(int fd, short ev, int64_t deadline)
+{
+	struct pollfd p = {.fd = fd, .events = ev};
+
+	for (;;) {
+		int left = clock_left_ms(deadline);
+		int r = rsock_real.poll(&p, 1, left > 0 ? left : 0);
+		if (r > 0)
+			return 1;
+		if (r == 0 || errno != EINTR)
+			return 0;
+	}
+}
+
+int cm_shm_client_await(struct cm_client *c, int fd, const struct proto_hello_ack *a, int ok,
+			struct path_stream **out)
+{
+	uint8_t m[SHM_SETUP_LEN], one;
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
+	struct iovec iov = {m, sizeof(m)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf)};
+	int fds[3] = {-1, -1, -1}, live = -1, rc = -EOPNOTSUPP;
+	ssize_t r;
+
+	*out = NULL;
+	if (!(a->flags & PROTO_ACK_SHM) || a->ring_size != c->shm_size)
+		goto out;
+	/* The server connected before it answered: the connection waits. */
+	if (!fd_wait(c->shm_lfd, POLLIN, c->deadline) ||
+	    (live = ownfd_move(rsock_real.accept4(c->shm_lfd, NULL, NULL,
+						  SOCK_NONBLOCK | SOCK_CLOEXEC))) < 0)
+		goto out;
+	if (!fd_wait(live, POLLIN, c->deadline) ||
+	    (r = rsock_real.recvmsg(live, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT)) != SHM_SETUP_LEN)
+		goto out;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			for (size_t i = 0; i < k && i < 3; i++)
+				memcpy(&fds[i], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			for (size_t i = 3; i < k; i++) { /* more than asked for */
+				int x;
+				memcpy(&x, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+				rsock_real.close(x);
+			}
+		}
+	for (int i = 0; i < 3; i++)
+		fds[i] = ownfd_move(fds[i]);
+	peer_log(live, "server");
+	/* The secret came only on the TCP stream, and only the server read
+	 * it: a third process that connected here first cannot echo it. */
+	uint32_t magic = (uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 |
+			 (uint32_t)m[3] << 24;
+	uint32_t size = (uint32_t)m[4] | (uint32_t)m[5] << 8 | (uint32_t)m[6] << 16 |
+			(uint32_t)m[7] << 24;
+	uint64_t secret = 0;
+	for (int i = 0; i < 8; i++)
+		secret |= (uint64_t)m[8 + i] << (8 * i);
+	struct stat sb;
+	if (magic != SHM_MAGIC || size != c->shm_size || secret != c->shm_secret || fds[0] < 0 ||
+	    fds[1] < 0 || fds[2] < 0 || fstat(fds[0], &sb) || !S_ISREG(sb.st_mode) ||
+	    (uint64_t)sb.st_size != shm_map_len(size) ||
+	    (fcntl(fds[0], F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW)) !=
+		    (F_SEAL_SHRINK | F_SEAL_GROW) ||
+	    !is_eventfd(fds[1]) || !is_eventfd(fds[2])) {
+		log_warn_rl("shm: fd %d: the set-up message is not the server's: TCP", fd);
+		goto out;
+	}
+	if (!ok)
+		goto out; /* declined (exec, stdio): the server stays on TCP too */
+	rc = shm_stream_new(fds[0], size, 0, fds[1], fds[2], fd, out);
+	fds[0] = fds[1] = fds[2] = -1;
+	if (rc) {
+		rc = -EOPNOTSUPP;
+		goto out;
+	}
+	one = 1;
+	if (rsock_real.send(live, &one, 1, MSG_NOSIGNAL) != 1) {
+		path_close(*out, 1);
+		*out = NULL;
+		rc = -EOPNOTSUPP;
+	}
+	ownfd_close(live);
+	return rc;
+out:
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			ownfd_close(fds[i]);
+	if (live >= 0) {
+		one = 0; /* the server learns at once: TCP */
+		rsock_real.send(live, &one, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ownfd_close(live);
+	}
+	return rc;
+}
+
+/* The memfd of a stream's shared memory, sealed at its size (a peer cannot
+ * shrink it under our mapping: no SIGBUS), or -errno. */
+static int memfd_make(uint32_t size)
+{
+	int fd = (int)syscall(SYS_memfd_create, "rsock-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)shm_map_len(size)) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		int e = -errno;
+		rsock_real.close(fd);
+		return e;
+	}
+	return ownfd_move(fd);
+}
+
+/* Connect to the client's set-up socket named by token: the connection, or
+ * -1. */
+static int setup_connect(uint64_t token)
+{
+	struct sockaddr_un un;
+	int fd = unix_socket(SOCK_STREAM);
+
+	if (fd < 0)
+		return -1;
+	memset(&un, 0, sizeof(un));
+	un.sun_family = AF_UNIX;
+	int n = snprintf(un.sun_path + 1, sizeof(un.sun_path) - 1, "rsock-shmc.%016" PRIx64, token);
+	if (rsock_real.connect(fd, (struct sockaddr *)&un,
+			       (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n))) {
+		ownfd_close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Send the set-up message (magic, ring size, the hello's secret) with the
+ * memfd and both doorbells on live. 0 or -1. */
+static int setup_send(int live, uint32_t size, uint64_t secret, const int fds[3])
+{
+	uint8_t m[SHM_SETUP_LEN];
+	char cbuf[CMSG_SPACE(3 * sizeof(int))];
+	struct iovec iov = {m, sizeof(m)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *cm;
+
+	memset(cbuf, 0, sizeof(cbuf));
+	for (int i = 0; i < 4; i++) {
+		m[i] = (uint8_t)(SHM_MAGIC >> (8 * i));
+		m[4 + i] = (uint8_t)(size >> (8 * i));
+	}
+	for (int i = 0; i < 8; i++)
+		m[8 + i] = (uint8_t)(secret >> (8 * i));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(3 * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, 3 * sizeof(int));
+	return rsock_real.sendmsg(live, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == SHM_SETUP_LEN ? 0 : -1;
+}
+
+int cm_shm_server(int fd, const struct proto_hello *h, int ok, int64_t deadline,
+		  struct path_stream **out, enum rsock_fallback_reason *why)
+{
+	int fds[3] = {-1, -1, -1}, live = -1;
+	uint8_t buf[PROTO_HELLO_ACK_LEN], one = 0;
+	struct proto_hello_ack a = {.version = PROTO_VERSION, .flags = PROTO_ACK_SHM,
+				    .token = h->token, .ring_size = h->ring_size};
+
+	*out = NULL;
+	*why = RSOCK_FB_RESOURCES;
+	if (!ok) {
+		*why = RSOCK_FB_NOT_IMPLEMENTED;
+		goto nak;
+	}
+	if (!shm_ring_size_ok(h->ring_size) || h->ring_rkey) {
+		*why = RSOCK_FB_PROTOCOL;
+		goto nak;
+	}
+	if ((fds[0] = memfd_make(h->ring_size)) < 0 ||
+	    (fds[1] = ownfd_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC))) < 0 ||
+	    (fds[2] = ownfd_move(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC))) < 0)
+		goto nak;
+	if ((live = setup_connect(h->token)) < 0) {
+		*why = RSOCK_FB_PEER; /* the client gave up (its set-up socket is gone) */
+		goto nak;
+	}
+	peer_log(live, "client");
+	if (setup_send(live, h->ring_size, h->ring_addr, fds))
+		goto nak;
+	proto_hello_ack_encode(&a, buf, sizeof(buf));
+	*why = RSOCK_FB_PEER;
+	if (cm_ctl_write(fd, buf, sizeof(buf), deadline))
+		goto fail;
+	/* The client's word on the set-up connection: 1, it took the memory;
+	 * 0 or its end, it stays on TCP (a decline, a bad message, its
+	 * bound). Both ends decide alike. */
+	if (!fd_wait(live, POLLIN, deadline) ||
+	    rsock_real.recv(live, &one, 1, MSG_DONTWAIT) != 1 || one != 1) {
+		cm_drop_cancel(fd);
+		goto fail;
+	}
+	ownfd_close(live);
+	if (shm_stream_new(fds[0], h->ring_size, 1, fds[2], fds[1], fd, out))
+		return -EOPNOTSUPP; /* the client learns from the TCP connection's end */
+	log_debug("accept: fd %d carried by the same-host path", fd);
+	return 0;
+nak:
+	a.status = (uint16_t)*why;
+	a.flags = 0;
+	proto_hello_ack_encode(&a, buf, sizeof(buf));
+	cm_ctl_write(fd, buf, sizeof(buf), deadline);
+fail:
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			ownfd_close(fds[i]);
+	if (live >= 0)
+		ownfd_close(live);
+	return -EOPNOTSUPP;
+}

@@ -1,0 +1,273 @@
+/* data.c - the same-host path's reads, writes and readiness, with TCP's
+ * answers (doc/design.md, "The same-host path"). */
+#ifdef HAVE_CONFIG_H
+#include "build-config.h"
+#endif
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "base/log.h"
+#include "base/proc.h"
+#include "path/rdma/transport.h"
+#include "path/shm/internal.h"
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+
+	for (int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* A corrupt index: the stream ends with ECONNRESET. Caller holds the lock. */
+static int corrupt(struct shm_stream *st)
+{
+	if (!st->err) {
+		log_warn_rl("shm: the peer wrote an impossible ring index: the stream is reset");
+		st->err = -ECONNRESET;
+	}
+	return st->err;
+}
+
+/* Copy n readable bytes, from skip on, into iov at byte position at
+ * (trunc: copy nothing). */
+static void copy_out(struct shm_stream *st, const struct iovec *iov, int iovcnt, size_t at,
+		     size_t skip, size_t n, int trunc)
+{
+	for (int i = 0; i < iovcnt && n; i++) {
+		size_t l = iov[i].iov_len;
+		if (at >= l) {
+			at -= l;
+			continue;
+		}
+		size_t k = l - at < n ? l - at : n;
+		if (!trunc)
+			shm_rx_peek(&st->rx, (char *)iov[i].iov_base + at, skip, k);
+		skip += k;
+		n -= k;
+		at = 0;
+	}
+}
+
+/* Copy n bytes of iov from byte position at into the ring. */
+static void copy_in(struct shm_stream *st, const struct iovec *iov, int iovcnt, size_t at, size_t n)
+{
+	for (int i = 0; i < iovcnt && n; i++) {
+		size_t l = iov[i].iov_len;
+		if (at >= l) {
+			at -= l;
+			continue;
+		}
+		size_t k = l - at < n ? l - at : n;
+		shm_tx_put(&st->tx, (const char *)iov[i].iov_base + at, k);
+		n -= k;
+		at = 0;
+	}
+}
+
+/* The reader's end once the ring is empty: 0 (EOF), -ECONNRESET (once),
+ * or 1 (not ended). Caller holds the lock. */
+static int rx_end(struct shm_stream *st)
+{
+	uint32_t f = shm_rx_flags(&st->rx);
+
+	if (st->rd_shut)
+		return 0;
+	if ((f & SHM_F_RESET) ||
+	    (st->peer_gone && !(f & SHM_F_FIN) && shm_tx_unread(&st->tx))) {
+		/* A reset, or a peer that died with our bytes unread (its
+		 * kernel would have answered them with a reset): TCP reports
+		 * it once, then end of file. */
+		if (st->reset_told)
+			return 0;
+		st->reset_told = 1;
+		return -ECONNRESET;
+	}
+	if ((f & SHM_F_FIN) || st->peer_gone)
+		return 0;
+	return 1;
+}
+
+ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int flags,
+		 int nonblock)
+{
+	size_t total = iov_total(iov, iovcnt), copied = 0, target;
+	int peek = flags & MSG_PEEK, trunc = flags & MSG_TRUNC, waitall = flags & MSG_WAITALL;
+	int64_t deadline = -1;
+	ssize_t r;
+
+	if (st->owner != rsock_pid())
+		return -EIO; /* a forked child's: not carried here (no hand-over yet) */
+	nonblock |= !!(flags & MSG_DONTWAIT);
+	pthread_mutex_lock(&st->lock);
+	if (atomic_exchange_explicit(&st->ctl_dirty, 0, memory_order_relaxed))
+		shm_check_live(st);
+	/* TCP returns once it has target bytes: all with MSG_WAITALL, else
+	 * SO_RCVLOWAT (at least one, at most what was asked). */
+	target = (size_t)atomic_load_explicit(&st->rcvlowat, memory_order_relaxed);
+	if (waitall || target > total)
+		target = total;
+	if (!target)
+		target = 1;
+	for (;;) {
+		int64_t a = shm_rx_avail(&st->rx);
+		if (a < 0) {
+			r = copied ? (ssize_t)copied : corrupt(st);
+			break;
+		}
+		if (!total) {
+			r = 0;
+			break;
+		}
+		if (peek) {
+			/* A peek copies from the head each time: it returns once
+			 * target bytes are there, or at the end. */
+			size_t n = (size_t)a < total ? (size_t)a : total;
+			if (n >= target || (n && (nonblock || rx_end(st) != 1))) {
+				copy_out(st, iov, iovcnt, 0, 0, n, trunc);
+				r = (ssize_t)n;
+				break;
+			}
+		} else if (a) {
+			size_t n = (size_t)a < total - copied ? (size_t)a : total - copied;
+			copy_out(st, iov, iovcnt, copied, 0, n, trunc);
+			shm_rx_consume(&st->rx, n);
+			copied += n;
+			shm_ring_peer(st); /* room for a writer that waits */
+			if (copied >= target) {
+				r = (ssize_t)copied;
+				break;
+			}
+			continue;
+		}
+		if (st->err) {
+			r = copied ? (ssize_t)copied : st->err;
+			break;
+		}
+		int e = rx_end(st);
+		if (e != 1) {
+			r = copied ? (ssize_t)copied : e;
+			if (copied && e < 0)
+				st->reset_told = 0; /* reported at the next read */
+			break;
+		}
+		if (nonblock) {
+			r = copied ? (ssize_t)copied : -EAGAIN;
+			break;
+		}
+		if (deadline < 0)
+			deadline = shm_deadline(st, SO_RCVTIMEO);
+		int w = shm_sleep(st, deadline);
+		if (w == -ETIMEDOUT) {
+			r = copied ? (ssize_t)copied : -EAGAIN;
+			break;
+		}
+		if (w == -EINTR && (copied || tp_intr_fails(deadline))) {
+			r = copied ? (ssize_t)copied : -EINTR;
+			break;
+		}
+		if (atomic_exchange_explicit(&st->ctl_dirty, 0, memory_order_relaxed))
+			shm_check_live(st);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+/* The peer reads no more (closed, reset, its process gone): the kernel
+ * socket answers a write as TCP does (EPIPE, SIGPIPE, ECONNRESET). */
+static int tx_ended(struct shm_stream *st)
+{
+	return st->peer_gone || (shm_rx_flags(&st->rx) & (SHM_F_CLOSED | SHM_F_RESET));
+}
+
+ssize_t shm_send(struct shm_stream *st, const struct iovec *iov, int iovcnt, int flags,
+		 int nonblock)
+{
+	size_t total = iov_total(iov, iovcnt), sent = 0;
+	int64_t deadline = -1;
+	ssize_t r;
+
+	if (st->owner != rsock_pid())
+		return -EIO;
+	nonblock |= !!(flags & MSG_DONTWAIT);
+	pthread_mutex_lock(&st->lock);
+	if (atomic_exchange_explicit(&st->ctl_dirty, 0, memory_order_relaxed))
+		shm_check_live(st);
+	for (;;) {
+		if (st->wr_shut) {
+			r = sent ? (ssize_t)sent : -EPIPE;
+			break;
+		}
+		if (st->err) {
+			r = sent ? (ssize_t)sent : st->err;
+			break;
+		}
+		if (tx_ended(st)) {
+			r = sent ? (ssize_t)sent : -ESHUTDOWN;
+			break;
+		}
+		int64_t room = shm_tx_room(&st->tx);
+		if (room < 0) {
+			r = sent ? (ssize_t)sent : corrupt(st);
+			break;
+		}
+		if (sent == total) {
+			r = (ssize_t)sent;
+			break;
+		}
+		if (room) {
+			size_t n = (size_t)room < total - sent ? (size_t)room : total - sent;
+			copy_in(st, iov, iovcnt, sent, n);
+			sent += n;
+			shm_ring_peer(st);
+			continue;
+		}
+		if (nonblock) {
+			r = sent ? (ssize_t)sent : -EAGAIN;
+			break;
+		}
+		if (deadline < 0)
+			deadline = shm_deadline(st, SO_SNDTIMEO);
+		int w = shm_sleep(st, deadline);
+		if (w == -ETIMEDOUT) {
+			r = sent ? (ssize_t)sent : -EAGAIN;
+			break;
+		}
+		if (w == -EINTR && (sent || tp_intr_fails(deadline))) {
+			r = sent ? (ssize_t)sent : -EINTR;
+			break;
+		}
+		if (atomic_exchange_explicit(&st->ctl_dirty, 0, memory_order_relaxed))
+			shm_check_live(st);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+short shm_ready_locked(struct shm_stream *st)
+{
+	short ev = 0;
+	int64_t a = shm_rx_avail(&st->rx), room = shm_tx_room(&st->tx);
+	uint32_t f = shm_rx_flags(&st->rx);
+	int ended;
+
+	if (a < 0 || room < 0)
+		corrupt(st);
+	if (st->err || (f & SHM_F_RESET) ||
+	    (st->peer_gone && !(f & SHM_F_FIN) && shm_tx_unread(&st->tx)))
+		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLERR | POLLHUP | POLLRDHUP;
+	ended = st->rd_shut || (f & SHM_F_FIN) || st->peer_gone;
+	if ((a > 0 && a >= atomic_load_explicit(&st->rcvlowat, memory_order_relaxed)) || ended)
+		ev |= POLLIN | POLLRDNORM;
+	if (ended)
+		ev |= POLLRDHUP;
+	if (ended && st->wr_shut)
+		ev |= POLLHUP;
+	/* Writable as TCP counts it: a third of the ring free (see the RDMA
+	 * path's ready.c); or a write would not wait (shut, peer gone). */
+	if (st->wr_shut || tx_ended(st) || room >= st->tx.size / 3)
+		ev |= POLLOUT | POLLWRNORM;
+	return ev;
+}

@@ -1,0 +1,81 @@
+/* internal.h - what the files of path/shm share: the stream object, its
+ * waiting and its ends (doc/design.md, "The same-host path"). */
+#ifndef RSOCK_PATH_SHM_INTERNAL_H
+#define RSOCK_PATH_SHM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "path/adapt.h"
+#include "path/path.h"
+#include "path/shm/ring.h"
+#include "path/shm/shm.h"
+
+struct shm_stream {
+	struct path_stream s;        /* first: the path's view (path.h) */
+	pthread_mutex_t lock;        /* everything below not marked atomic */
+	pid_t owner;                 /* the process that set the stream up */
+	int side;                    /* 0 client, 1 server */
+	void *map;
+	size_t maplen;
+	struct shm_hdr *hdr;
+	struct shm_rx rx;
+	struct shm_tx tx;
+	int efd_me;                  /* this side's doorbell: the peer writes it */
+	int efd_peer;                /* the peer's doorbell */
+	int tcp_fd;                  /* our duplicate of the stream's TCP socket: the
+				      * control connection, whose end says the peer's
+				      * process closed the stream or died */
+	int err;                     /* sticky -errno (a corrupt index, a reset reported) */
+	int reset_told;              /* the reader was given ECONNRESET once */
+	int rd_shut, wr_shut;        /* shutdown() of this side */
+	int peer_gone;               /* the control connection ended */
+	uint32_t flags_seen;         /* the peer's flags at the last look (shm_sleep) */
+	_Atomic int ctl_dirty;       /* a waiter saw the control connection readable */
+	struct path_waiter *waitq;   /* threads asleep on the stream */
+	_Atomic int sleepers;
+	_Atomic int watchers;        /* epoll registrations */
+	_Atomic int rcvlowat;
+	_Atomic int64_t timeo_ns[2]; /* SO_RCVTIMEO, SO_SNDTIMEO (0: none) */
+	struct path_adapt wait;
+};
+
+static inline struct shm_stream *shm_of(struct path_stream *s)
+{
+	return (struct shm_stream *)s;
+}
+
+/* ---- stream.c ---- */
+/* Ring the peer's doorbell if it is armed (it sleeps or waits in poll).
+ * Caller holds the lock. */
+void shm_ring_peer(struct shm_stream *st);
+/* Look at the control connection once a waiter saw it move: its end is
+ * the peer's close or death. Caller holds the lock. */
+void shm_check_live(struct shm_stream *st);
+/* Something may have changed since the caller's look (an index, the
+ * peer's flags, the control connection): 1 or 0. Caller holds the lock. */
+int shm_changed(struct shm_stream *st);
+/* Sleep until the peer changes something or deadline (0: none), the lock
+ * released meanwhile: 0, -EINTR, -ETIMEDOUT. Caller holds the lock. */
+int shm_sleep(struct shm_stream *st, int64_t deadline);
+/* The wait a blocking call keeps for opt (SO_RCVTIMEO, SO_SNDTIMEO): a
+ * deadline in clock_now_ns() units, 0 for none. */
+int64_t shm_deadline(struct shm_stream *st, int opt);
+/* Wake every other thread asleep on the stream. Caller holds the lock. */
+void shm_waitq_wake(struct shm_stream *st);
+/* Take the doorbell's pending ring, if any: 1 when there was one (the
+ * other sleepers are woken, and with kick the epoll instances that watch
+ * the stream look again). Lock not held. */
+int shm_consume(struct shm_stream *st, int kick);
+
+/* ---- data.c ---- */
+ssize_t shm_send(struct shm_stream *st, const struct iovec *iov, int iovcnt, int flags,
+		 int nonblock);
+ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int flags,
+		 int nonblock);
+/* poll()'s bits for the stream now. Caller holds the lock. */
+short shm_ready_locked(struct shm_stream *st);
+
+#endif
