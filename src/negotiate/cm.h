@@ -103,7 +103,8 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
 
 /* Start this process's library thread (service.h) if it has none, with
  * the process's rdma_cm channel and the beacons' ucm file watched first
- * (the hand-over registry starts it so, through its hook). 0 or -errno. */
+ * when rdma_cm is there (the hand-over registry starts it so, through its
+ * hook). 0 or -errno. */
 int cm_service_start(void);
 
 /* Whether this process's library thread runs and tears closed streams down

@@ -32,4 +32,5 @@ librsock_core_la_SOURCES += \
 	src/path/shm/ring.c \
 	src/path/shm/ring.h \
 	src/path/shm/shm.h \
-	src/path/shm/stream.c
+	src/path/shm/stream.c \
+	src/path/shm/switch.c

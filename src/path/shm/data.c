@@ -7,8 +7,11 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/proc.h"
+#include "base/real.h"
+#include "path/prefix.h"
 #include "path/rdma/transport.h"
 #include "path/shm/internal.h"
 
@@ -90,6 +93,43 @@ static int rx_end(struct shm_stream *st)
 	return 1;
 }
 
+/* A read of the TCP connection (the peer moved there), lock not held: the
+ * peer's switch message first, which a blocking read waits for (the
+ * socket's time-out and TCP's signal rule apply as to the read). */
+static ssize_t kernel_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int flags,
+			   int nonblock)
+{
+	struct msghdr m = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+	int64_t deadline = -1;
+	ssize_t r;
+
+	while (!(flags & MSG_OOB) && !atomic_load_explicit(&st->marker_in, memory_order_acquire)) {
+		pthread_mutex_lock(&st->lock);
+		int t = shm_marker_take(st);
+		pthread_mutex_unlock(&st->lock);
+		if (t < 0)
+			return t;
+		if (t)
+			break;
+		if (nonblock)
+			return -EAGAIN;
+		if (deadline < 0)
+			deadline = shm_deadline(st, SO_RCVTIMEO);
+		struct pollfd p = {.fd = st->tcp_fd, .events = POLLIN};
+		int left = -1;
+		if (deadline) {
+			int64_t l = deadline - clock_now_ns();
+			if (l <= 0)
+				return -EAGAIN;
+			left = (int)((l + 999999) / 1000000);
+		}
+		if (rsock_real.poll(&p, 1, left) < 0 && errno == EINTR && tp_intr_fails(deadline))
+			return -EINTR;
+	}
+	r = rsock_real.recvmsg(st->tcp_fd, &m, flags | (nonblock ? MSG_DONTWAIT : 0));
+	return r < 0 ? -errno : r;
+}
+
 ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int flags,
 		 int nonblock)
 {
@@ -101,9 +141,16 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 	if (st->owner != rsock_pid())
 		return -EIO; /* a forked child's: not carried here (no hand-over yet) */
 	nonblock |= !!(flags & MSG_DONTWAIT);
+	/* Urgent data exists only in TCP; the kernel says whether there is. */
+	if (flags & MSG_OOB)
+		return kernel_recv(st, iov, iovcnt, flags, nonblock);
+	/* After a hand-over the ring's unread bytes are in the prefix. */
+	if (st->pre && ho_pre_left(st->pre) && total)
+		return (ssize_t)ho_pre_read(st->pre, iov, iovcnt, 0, total, flags);
 	pthread_mutex_lock(&st->lock);
 	if (atomic_exchange_explicit(&st->ctl_dirty, 0, memory_order_relaxed))
 		shm_check_live(st);
+	shm_follow(st);
 	/* TCP returns once it has target bytes: all with MSG_WAITALL, else
 	 * SO_RCVLOWAT (at least one, at most what was asked). */
 	target = (size_t)atomic_load_explicit(&st->rcvlowat, memory_order_relaxed);
@@ -146,6 +193,12 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 			r = copied ? (ssize_t)copied : st->err;
 			break;
 		}
+		if (shm_peer_switched(st)) {
+			/* The ring is read to its end: the TCP connection has
+			 * the rest (its end, its reset, its time-outs). */
+			pthread_mutex_unlock(&st->lock);
+			return copied ? (ssize_t)copied : kernel_recv(st, iov, iovcnt, flags, nonblock);
+		}
 		int e = rx_end(st);
 		if (e != 1) {
 			r = copied ? (ssize_t)copied : e;
@@ -170,6 +223,7 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 		}
 		if (atomic_exchange_explicit(&st->ctl_dirty, 0, memory_order_relaxed))
 			shm_check_live(st);
+		shm_follow(st);
 	}
 	pthread_mutex_unlock(&st->lock);
 	return r;
@@ -196,6 +250,11 @@ ssize_t shm_send(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 	if (atomic_exchange_explicit(&st->ctl_dirty, 0, memory_order_relaxed))
 		shm_check_live(st);
 	for (;;) {
+		shm_follow(st);
+		if (atomic_load_explicit(&st->sw, memory_order_relaxed)) {
+			r = sent ? (ssize_t)sent : -ESHUTDOWN; /* the kernel socket sends */
+			break;
+		}
 		if (st->wr_shut) {
 			r = sent ? (ssize_t)sent : -EPIPE;
 			break;
@@ -246,6 +305,30 @@ ssize_t shm_send(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 	return r;
 }
 
+/* Readiness once a side moved to TCP: the ring's (and prefix's) bytes, then
+ * the kernel socket's; writes are the kernel's. Caller holds the lock. */
+static short switched_ready(struct shm_stream *st, int64_t a)
+{
+	struct pollfd p = {.fd = st->tcp_fd, .events = POLLIN | POLLOUT | POLLPRI | POLLRDHUP};
+	short ev = 0, k;
+
+	if (rsock_real.poll(&p, 1, 0) != 1)
+		p.revents = 0;
+	k = p.revents;
+	if (a > 0 || (st->pre && ho_pre_left(st->pre)))
+		ev |= POLLIN | POLLRDNORM;
+	if (shm_peer_switched(st) && shm_marker_take(st) == 1)
+		ev |= k & (POLLIN | POLLRDNORM | POLLRDHUP | POLLHUP | POLLERR);
+	else if (st->err)
+		ev |= POLLIN | POLLRDNORM | POLLERR | POLLHUP;
+	else if ((shm_rx_flags(&st->rx) & (SHM_F_FIN | SHM_F_RESET)) || st->peer_gone)
+		ev |= POLLIN | POLLRDNORM | POLLRDHUP; /* the ring's end */
+	ev |= k & POLLPRI;
+	if (atomic_load_explicit(&st->sw, memory_order_relaxed))
+		ev |= k & (POLLOUT | POLLWRNORM | POLLERR | POLLHUP);
+	return ev;
+}
+
 short shm_ready_locked(struct shm_stream *st)
 {
 	short ev = 0;
@@ -255,6 +338,9 @@ short shm_ready_locked(struct shm_stream *st)
 
 	if (a < 0 || room < 0)
 		corrupt(st);
+	shm_follow(st);
+	if (!st->err && atomic_load_explicit(&st->sw, memory_order_relaxed))
+		return switched_ready(st, a);
 	if (st->err || (f & SHM_F_RESET) ||
 	    (st->peer_gone && !(f & SHM_F_FIN) && shm_tx_unread(&st->tx)))
 		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLERR | POLLHUP | POLLRDHUP;

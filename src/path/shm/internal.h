@@ -33,6 +33,10 @@ struct shm_stream {
 	int rd_shut, wr_shut;        /* shutdown() of this side */
 	int peer_gone;               /* the control connection ended */
 	uint32_t flags_seen;         /* the peer's flags at the last look (shm_sleep) */
+	_Atomic int sw;              /* this side writes on the TCP connection (switch.c) */
+	struct ho_pre *pre;          /* the ring's unread bytes after a hand-over, or NULL */
+	_Atomic int marker_in;       /* the peer's switch message was taken off the TCP stream */
+	struct ho_rec *rec;          /* the hand-over registry's record (path/registry.h) */
 	_Atomic int ctl_dirty;       /* a waiter saw the control connection readable */
 	struct path_waiter *waitq;   /* threads asleep on the stream */
 	_Atomic int sleepers;
@@ -69,6 +73,31 @@ void shm_waitq_wake(struct shm_stream *st);
  * other sleepers are woken, and with kick the epoll instances that watch
  * the stream look again). Lock not held. */
 int shm_consume(struct shm_stream *st, int kick);
+
+/* ---- switch.c: the hand-over to TCP ---- */
+/* This side writes on the TCP connection from now on; the peer follows at
+ * its next look. mark: this side moves first, and sends the switch message
+ * that wakes the peer's library thread. Caller holds the lock. */
+void shm_switch_locked(struct shm_stream *st, int mark);
+/* The peer wrote its last ring byte (SHM_F_SWITCH): 1 or 0. */
+static inline int shm_peer_switched(const struct shm_stream *st)
+{
+	return !!(shm_rx_flags(&st->rx) & SHM_F_SWITCH);
+}
+/* Follow a peer that moved to TCP. Caller holds the lock. */
+static inline void shm_follow(struct shm_stream *st)
+{
+	if (!atomic_load_explicit(&st->sw, memory_order_relaxed) && shm_peer_switched(st))
+		shm_switch_locked(st, 0);
+}
+/* Take the peer's switch message off the head of the TCP stream, once the
+ * peer switched: 1 (taken, now or before), 0 (not all there yet), -errno
+ * (not a switch message: the stream is reset). Never blocks. Caller holds
+ * the lock. */
+int shm_marker_take(struct shm_stream *st);
+/* The whole hand-over (path.h's handover): switch, wait (at most 10 s) for
+ * the peer's last ring byte, move what is unread to a prefix. 0 or -errno. */
+int shm_handover(struct shm_stream *st);
 
 /* ---- data.c ---- */
 ssize_t shm_send(struct shm_stream *st, const struct iovec *iov, int iovcnt, int flags,

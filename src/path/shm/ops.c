@@ -7,12 +7,15 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "base/log.h"
 #include "base/ownfd.h"
 #include "base/proc.h"
 #include "base/stats.h"
+#include "path/prefix.h"
+#include "path/registry.h"
 #include "base/real.h"
 #include "path/rdma/transport.h"
 #include "path/shm/internal.h"
@@ -34,12 +37,19 @@ static int ops_readable_bytes(struct path_stream *s)
 	struct shm_stream *st = shm_of(s);
 	int64_t a;
 
+	int k = 0;
+
 	if (st->owner != rsock_pid())
 		return 0;
 	pthread_mutex_lock(&st->lock);
 	a = shm_rx_avail(&st->rx);
+	if (a <= 0 && shm_peer_switched(st) && shm_marker_take(st) == 1)
+		rsock_real.ioctl(st->tcp_fd, FIONREAD, &k); /* the ring is read: TCP's bytes */
+	if (a < 0)
+		a = 0;
+	a += (int64_t)(st->pre ? ho_pre_left(st->pre) : 0) + (k > 0 ? k : 0);
 	pthread_mutex_unlock(&st->lock);
-	return a > 0 ? (int)a : 0;
+	return a > INT32_MAX ? INT32_MAX : (int)a;
 }
 
 /* An event count that grows with every change the peer makes: the bytes it
@@ -67,7 +77,7 @@ static short ops_ready(struct path_stream *s, int do_arm, uint64_t *seq)
 	if (do_arm)
 		atomic_store(&st->hdr->armed[st->side], 1); /* then look: ring.h's doorbell */
 	ev = shm_ready_locked(st);
-	st->flags_seen = shm_rx_flags(&st->rx) & (SHM_F_FIN | SHM_F_RESET | SHM_F_CLOSED);
+	st->flags_seen = shm_rx_flags(&st->rx) & SHM_F_SEEN;
 	if (seq)
 		*seq = evseq(st);
 	pthread_mutex_unlock(&st->lock);
@@ -173,6 +183,45 @@ static int ops_zero(struct path_stream *s)
 	return 0;
 }
 
+static int ops_switched(struct path_stream *s)
+{
+	return atomic_load_explicit(&shm_of(s)->sw, memory_order_acquire);
+}
+
+/* Both sides moved, the ring and the prefix read: the kernel socket is the
+ * stream. */
+static int ops_kernel_only(struct path_stream *s)
+{
+	struct shm_stream *st = shm_of(s);
+	int r;
+
+	if (!atomic_load_explicit(&st->sw, memory_order_acquire) || !shm_peer_switched(st) ||
+	    (st->pre && ho_pre_left(st->pre)))
+		return 0;
+	pthread_mutex_lock(&st->lock);
+	r = shm_rx_avail(&st->rx) == 0 && shm_marker_take(st) == 1;
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+/* The library's thread saw the TCP connection move (registry.c): the
+ * peer's switch message, or its end. Follow the peer; watch on while
+ * neither happened. */
+static int ops_control_watch(struct path_stream *s)
+{
+	struct shm_stream *st = shm_of(s);
+	int on;
+
+	if (st->owner != rsock_pid())
+		return 0;
+	pthread_mutex_lock(&st->lock);
+	shm_check_live(st);
+	shm_follow(st);
+	on = !st->peer_gone && !atomic_load(&st->sw);
+	pthread_mutex_unlock(&st->lock);
+	return on;
+}
+
 static int ops_watchers_add(struct path_stream *s, int delta, int shared)
 {
 	(void)shared;
@@ -188,9 +237,12 @@ static int ops_shutdown_rd(struct path_stream *s, int fd)
 {
 	struct shm_stream *st = shm_of(s);
 
-	(void)fd;
 	if (st->owner != rsock_pid())
 		return -EIO;
+	/* After a move to TCP the kernel socket's input ends too; before it,
+	 * its end must keep saying the peer's. */
+	if (atomic_load(&st->sw) && rsock_real.shutdown(fd, SHUT_RD))
+		return -errno;
 	pthread_mutex_lock(&st->lock);
 	st->rd_shut = 1;
 	shm_waitq_wake(st); /* blocked readers return */
@@ -207,6 +259,11 @@ static int ops_shutdown_wr(struct path_stream *s)
 	if (st->owner != rsock_pid())
 		return -EIO;
 	pthread_mutex_lock(&st->lock);
+	shm_follow(st);
+	if (atomic_load(&st->sw)) { /* writes go on TCP: so does the FIN */
+		pthread_mutex_unlock(&st->lock);
+		return rsock_real.shutdown(st->tcp_fd, SHUT_WR) ? -errno : 0;
+	}
 	if (!st->wr_shut) {
 		st->wr_shut = 1;
 		shm_tx_flag(&st->tx, SHM_F_FIN);
@@ -223,7 +280,11 @@ static void ops_close(struct path_stream *s, int abort)
 
 	if (st->owner == rsock_pid()) {
 		pthread_mutex_lock(&st->lock);
-		int64_t a = shm_rx_avail(&st->rx);
+		/* The peer's switch message is not the application's unread
+		 * data: taken off, so that the kernel does not reset for it. */
+		for (int i = 0; i < 100 && shm_peer_switched(st) && shm_marker_take(st) == 0; i++)
+			rsock_real.poll(NULL, 0, 1);
+		int64_t a = shm_rx_avail(&st->rx) + (st->pre ? (int64_t)ho_pre_left(st->pre) : 0);
 		struct linger lg0 = {0, 0};
 		socklen_t ll = sizeof(lg0);
 		/* SO_LINGER {1, 0}: the application asked for a reset. */
@@ -242,6 +303,9 @@ static void ops_close(struct path_stream *s, int abort)
 		shm_ring_peer(st);
 		pthread_mutex_unlock(&st->lock);
 	}
+	if (st->rec)
+		ho_unregister(&st->s, 0);
+	ho_pre_free(st->pre);
 	munmap(st->map, st->maplen);
 	ownfd_close(st->efd_me);
 	ownfd_close(st->efd_peer);
@@ -280,27 +344,26 @@ static void ops_exit_drain(struct path_stream *s, pid_t self, int64_t until_ns)
 
 static int ops_handover(struct path_stream *s)
 {
-	(void)s;
-	log_warn_rl("shm: a same-host stream cannot move to TCP yet");
-	return -EOPNOTSUPP;
+	return shm_handover(shm_of(s));
 }
 
 static struct ho_pre *ops_prefix(struct path_stream *s)
 {
-	(void)s;
-	return NULL;
+	return shm_of(s)->pre;
 }
 
 static size_t ops_prefix_left(struct path_stream *s)
 {
-	(void)s;
-	return 0;
+	struct ho_pre *p = shm_of(s)->pre;
+
+	return p ? ho_pre_left(p) : 0;
 }
 
-static int ops_minus_one(struct path_stream *s)
+static int ops_prefix_fd(struct path_stream *s)
 {
-	(void)s;
-	return -1;
+	struct ho_pre *p = shm_of(s)->pre;
+
+	return p ? ho_pre_fd(p) : -1;
 }
 
 const struct path_ops shm_ops RSOCK_HIDDEN = {
@@ -320,7 +383,7 @@ const struct path_ops shm_ops RSOCK_HIDDEN = {
 	.wait_end = ops_wait_end,
 	.wait_done = ops_wait_done,
 	.control_event = ops_control_event,
-	.kernel_only = ops_zero,
+	.kernel_only = ops_kernel_only,
 	.watchers_add = ops_watchers_add,
 	.control_fd = ops_control_fd,
 	.shutdown_rd = ops_shutdown_rd,
@@ -330,11 +393,11 @@ const struct path_ops shm_ops RSOCK_HIDDEN = {
 	.exit_drain = ops_exit_drain,
 	.handover = ops_handover,
 	.handover_shared = ops_handover,
-	.switched = ops_zero,
+	.switched = ops_switched,
 	.prefix = ops_prefix,
 	.prefix_left = ops_prefix_left,
-	.prefix_fd = ops_minus_one,
+	.prefix_fd = ops_prefix_fd,
 	.forked = ops_zero,
-	.control_watch = ops_zero,
+	.control_watch = ops_control_watch,
 	.publish = NULL,
 };

@@ -25,6 +25,10 @@
 #define SHM_F_FIN 1u    /* no more data: shutdown(SHUT_WR) or close */
 #define SHM_F_RESET 2u  /* an abortive close: the reader gets ECONNRESET */
 #define SHM_F_CLOSED 4u /* the producer's process closed the stream (reads no more) */
+#define SHM_F_SWITCH 8u /* the producer writes on the TCP connection from its tail on */
+#define SHM_F_MARK 16u  /* ... after a switch message (it moved first: wire protocol's switch) */
+/* The flags a waiter watches for a change. */
+#define SHM_F_SEEN (SHM_F_FIN | SHM_F_RESET | SHM_F_CLOSED | SHM_F_SWITCH)
 
 /* One direction's indices, each on its own cache line: tail (bytes ever
  * written, the producer's), head (bytes ever consumed, the consumer's),

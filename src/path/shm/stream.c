@@ -17,6 +17,7 @@
 #include "base/ownfd.h"
 #include "base/proc.h"
 #include "base/real.h"
+#include "path/registry.h"
 #include "path/rdma/transport.h"
 #include "path/shm/internal.h"
 
@@ -64,6 +65,9 @@ int shm_stream_new(int memfd, uint32_t size, int side, int me, int peer, int tcp
 	atomic_init(&st->rcvlowat, 1);
 	path_adapt_init(&st->wait);
 	shm_ops.sockopts_changed(&st->s);
+	/* The library's thread watches the TCP connection for the peer's
+	 * switch (switch.c) and answers other processes' requests. */
+	st->rec = ho_register(&st->s);
 	*out = &st->s;
 	return 0;
 fail:
@@ -110,21 +114,23 @@ void shm_check_live(struct shm_stream *st)
 struct seen {
 	uint64_t tail, head;
 	uint32_t flags;
+	int gone, sw;
 };
 
 static int changed_since(struct shm_stream *st, const struct seen *v)
 {
-	uint32_t want = SHM_F_FIN | SHM_F_RESET | SHM_F_CLOSED;
+	uint32_t want = SHM_F_SEEN;
 
 	return atomic_load(&st->rx.d->tail) != v->tail || atomic_load(&st->tx.d->head) != v->head ||
-	       (shm_rx_flags(&st->rx) & want) != v->flags ||
+	       (shm_rx_flags(&st->rx) & want) != v->flags || st->peer_gone != v->gone ||
+	       atomic_load(&st->sw) != v->sw ||
 	       atomic_load_explicit(&st->ctl_dirty, memory_order_relaxed) || st->err ||
 	       st->rx.err || st->tx.err;
 }
 
 int shm_changed(struct shm_stream *st)
 {
-	uint32_t want = SHM_F_FIN | SHM_F_RESET | SHM_F_CLOSED;
+	uint32_t want = SHM_F_SEEN;
 
 	return atomic_load(&st->rx.d->tail) != st->rx.tail ||
 	       atomic_load(&st->tx.d->head) != st->tx.head ||
@@ -184,7 +190,9 @@ static int spin(struct shm_stream *st, const struct seen *v, int64_t start)
 		if (atomic_load_explicit(&st->rx.d->tail, memory_order_relaxed) != v->tail ||
 		    atomic_load_explicit(&st->tx.d->head, memory_order_relaxed) != v->head ||
 		    (atomic_load_explicit(&st->rx.d->flags, memory_order_relaxed) &
-		     (SHM_F_FIN | SHM_F_RESET | SHM_F_CLOSED)) != v->flags)
+		     SHM_F_SEEN) != v->flags ||
+		    atomic_load_explicit(&st->ctl_dirty, memory_order_relaxed) ||
+		    atomic_load_explicit(&st->sw, memory_order_relaxed) != v->sw)
 			break;
 		if (!(++n % 16)) {
 			int64_t spun = clock_now_ns() - start;
@@ -208,7 +216,8 @@ int shm_sleep(struct shm_stream *st, int64_t deadline)
 	struct path_waiter w = {.fd = -1};
 	struct pollfd p[3];
 	int64_t start = clock_now_ns();
-	struct seen v = {st->rx.tail, st->tx.head, st->flags_seen};
+	struct seen v = {st->rx.tail, st->tx.head, st->flags_seen, st->peer_gone,
+			 atomic_load(&st->sw)};
 	int timeout = -1, r;
 
 	/* What the caller saw (under the lock it held since) must still
@@ -217,7 +226,7 @@ int shm_sleep(struct shm_stream *st, int64_t deadline)
 	 * of the stream moves st's while this one spins or sleeps. */
 	shm_rx_avail(&st->rx);
 	shm_tx_room(&st->tx);
-	st->flags_seen = shm_rx_flags(&st->rx) & (SHM_F_FIN | SHM_F_RESET | SHM_F_CLOSED);
+	st->flags_seen = shm_rx_flags(&st->rx) & SHM_F_SEEN;
 	if (st->rx.tail != v.tail || st->tx.head != v.head || st->flags_seen != v.flags ||
 	    st->rx.err || st->tx.err)
 		return 0;
