@@ -344,8 +344,10 @@ int cm_shm_client_await(struct cm_client *c, int fd, const struct proto_hello_ac
 	ssize_t r;
 
 	*out = NULL;
-	if (!(a->flags & PROTO_ACK_SHM) || a->ring_size != c->shm_size)
+	if (!(a->flags & PROTO_ACK_SHM) || a->ring_size != c->shm_size) {
+		log_debug("shm: fd %d: the answer is not a same-host one: TCP", fd);
 		goto out;
+	}
 	/* The server connected before it answered: the connection waits. */
 	if (!fd_wait(c->shm_lfd, POLLIN, c->deadline) ||
 	    (live = ownfd_move(rsock_real.accept4(c->shm_lfd, NULL, NULL,
@@ -387,31 +389,44 @@ int cm_shm_client_await(struct cm_client *c, int fd, const struct proto_hello_ac
 		log_warn_rl("shm: fd %d: the set-up message is not the server's: TCP", fd);
 		goto out;
 	}
-	if (!ok)
-		goto out; /* declined (exec, stdio): the server stays on TCP too */
-	rc = shm_stream_new(fds[0], size, 0, fds[1], fds[2], fd, out);
+	if (!ok) {
+		log_debug("shm: fd %d: declined (exec, stdio, another process): TCP", fd);
+		goto out; /* the server stays on TCP too */
+	}
+	rc = shm_stream_new(fds[0], size, 0, fds[1], fds[2], -1, fd, out);
 	fds[0] = fds[1] = fds[2] = -1;
 	if (rc) {
+		log_debug("shm: fd %d: the stream could not be made (%d): TCP", fd, rc);
 		rc = -EOPNOTSUPP;
 		goto out;
 	}
+	shm_stream_key(*out, c->token);
 	one = 1;
-	if (rsock_real.send(live, &one, 1, MSG_NOSIGNAL) != 1) {
-		path_close(*out, 1);
-		*out = NULL;
-		rc = -EOPNOTSUPP;
-	}
+	/* (Refused: the server closed the stream already; its end is in the
+	 * rings, where this side reads it.) */
+	rsock_real.send(live, &one, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 	ownfd_close(live);
-	return rc;
+	return 0;
 out:
+	if (live >= 0) {
+		/* The server learns at its next look, or when its library's
+		 * thread sees the cancel on TCP (sent first: the server takes
+		 * it off when it learns). */
+		uint8_t cancel[CM_CANCEL_LEN];
+		cm_ctl_write(fd, cancel, (size_t)cm_cancel_encode(cancel), clock_now_ms() + 1000);
+		one = 0;
+		rsock_real.send(live, &one, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (fds[2] >= 0 && is_eventfd(fds[2])) { /* its doorbell: it may sleep */
+			uint64_t v = 1;
+			if (rsock_real.write(fds[2], &v, sizeof(v)) < 0) {
+				/* a full counter is readable too */
+			}
+		}
+		ownfd_close(live);
+	}
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0)
 			ownfd_close(fds[i]);
-	if (live >= 0) {
-		one = 0; /* the server learns at once: TCP */
-		rsock_real.send(live, &one, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-		ownfd_close(live);
-	}
 	return rc;
 }
 
@@ -482,7 +497,7 @@ int cm_shm_server(int fd, const struct proto_hello *h, int ok, int64_t deadline,
 		  struct path_stream **out, enum rsock_fallback_reason *why)
 {
 	int fds[3] = {-1, -1, -1}, live = -1;
-	uint8_t buf[PROTO_HELLO_ACK_LEN], one = 0;
+	uint8_t buf[PROTO_HELLO_ACK_LEN];
 	struct proto_hello_ack a = {.version = PROTO_VERSION, .flags = PROTO_ACK_SHM,
 				    .token = h->token, .ring_size = h->ring_size};
 
@@ -507,21 +522,22 @@ int cm_shm_server(int fd, const struct proto_hello *h, int ok, int64_t deadline,
 	peer_log(live, "client");
 	if (setup_send(live, h->ring_size, h->ring_addr, fds))
 		goto nak;
-	proto_hello_ack_encode(&a, buf, sizeof(buf));
-	*why = RSOCK_FB_PEER;
-	if (cm_ctl_write(fd, buf, sizeof(buf), deadline))
-		goto fail;
-	/* The client's word on the set-up connection: 1, it took the memory;
-	 * 0 or its end, it stays on TCP (a decline, a bad message, its
-	 * bound). Both ends decide alike. */
-	if (!fd_wait(live, POLLIN, deadline) ||
-	    rsock_real.recv(live, &one, 1, MSG_DONTWAIT) != 1 || one != 1) {
-		cm_drop_cancel(fd);
-		goto fail;
+	*why = RSOCK_FB_RESOURCES;
+	/* The stream is the memory's from here, pending the client's word on
+	 * the set-up connection (1: it took the memory; 0 or its end: TCP,
+	 * what we wrote meanwhile sent again there), which the stream reads
+	 * at its next look: no wait here for the client's first use. */
+	if (shm_stream_new(fds[0], h->ring_size, 1, fds[2], fds[1], live, fd, out)) {
+		fds[0] = fds[1] = fds[2] = live = -1; /* closed */
+		goto nak;
 	}
-	ownfd_close(live);
-	if (shm_stream_new(fds[0], h->ring_size, 1, fds[2], fds[1], fd, out))
-		return -EOPNOTSUPP; /* the client learns from the TCP connection's end */
+	shm_stream_key(*out, h->token);
+	proto_hello_ack_encode(&a, buf, sizeof(buf));
+	if (cm_ctl_write(fd, buf, sizeof(buf), deadline)) {
+		path_close(*out, 1);
+		*out = NULL;
+		return -EOPNOTSUPP;
+	}
 	log_debug("accept: fd %d carried by the same-host path", fd);
 	return 0;
 nak:
@@ -529,11 +545,20 @@ nak:
 	a.flags = 0;
 	proto_hello_ack_encode(&a, buf, sizeof(buf));
 	cm_ctl_write(fd, buf, sizeof(buf), deadline);
-fail:
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0)
 			ownfd_close(fds[i]);
 	if (live >= 0)
 		ownfd_close(live);
 	return -EOPNOTSUPP;
+}
+
+int cm_server_shm_hello(int fd)
+{
+	uint8_t b[PROTO_HELLO_LEN];
+	struct proto_hello h;
+	ssize_t r = rsock_real.recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+
+	return r == (ssize_t)sizeof(b) && proto_hello_decode(b, sizeof(b), &h) > 0 &&
+	       (h.flags & PROTO_HELLO_SHM);
 }

@@ -26,6 +26,7 @@ librsock_core_la_SOURCES += \
 	src/path/rdma/transport.h \
 	src/path/rdma/wait.c \
 	src/path/rdma/zcopy.c \
+	src/path/shm/child.c \
 	src/path/shm/data.c \
 	src/path/shm/internal.h \
 	src/path/shm/ops.c \

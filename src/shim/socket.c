@@ -160,7 +160,10 @@ again:
 					atomic_store(&n->sndbuf, b.sndbuf);
 					atomic_store(&n->hello_due, 1);
 					conn_publish(n, nfd, NULL, 0, STATPUB_ST_ESTABLISHED, -1);
-					conn_settle_later(n, nfd, 0);
+					if (cm_server_shm_hello(nfd))
+						conn_settle(n, nfd, CONN_SETTLE_RDMA);
+					else
+						conn_settle_later(n, nfd, 0);
 				}
 				conn_unref(n);
 				errno = saved;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # The same-host path (doc/design.md, "The same-host path"): two librsock
 # processes of this host carry a stream through shared memory. The
-# differential programs run over it and must observe exactly what they do
+# differential programs (and sockcheck) run over it and must observe exactly what they do
 # over kernel TCP (errno after every socket call included); the path is
 # asserted per stream (rsock_fd_transport() = 4, RSOCK_TRANSPORT_SHM) and
 # by the counters. A plain peer stays on TCP without delay.
@@ -122,4 +122,13 @@ pair() {
 	grep -qx 'server transport 4' srv.out
 	nobody=$(id -u nobody)
 	grep -q "shm: set-up with client pid [0-9]* uid $nobody " srv.log
+}
+
+@test "sockcheck (fork, vfork, exec, stdio, sendfile, SCM_RIGHTS ...) with RSOCK_MODE=shm prints what it prints without the library" {
+	bounded env ERRNOWATCH_LOG="$PWD/plain.errno" LD_PRELOAD="$ERRNOWATCH" "$SOCKCHECK" >plain.out
+	bounded env RSOCK_MODE=shm RSOCK_STATS=1 RSOCK_LOG_LEVEL=info RSOCK_LOG_FILE="$PWD/shm.log" \
+		ERRNOWATCH_LOG="$PWD/shm.errno" LD_PRELOAD="$(rsock_preload_watched)" "$SOCKCHECK" >shm.out
+	diff -u plain.out shm.out >&2
+	errno_kept plain.errno shm.errno
+	grep -q 'stats: same-host streams=[1-9]' shm.log || { cat shm.log >&2; false; }
 }

@@ -139,7 +139,7 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 	ssize_t r;
 
 	if (st->owner != rsock_pid())
-		return -EIO; /* a forked child's: not carried here (no hand-over yet) */
+		return shm_child_recv(st, iov, iovcnt, flags, nonblock | !!(flags & MSG_DONTWAIT));
 	nonblock |= !!(flags & MSG_DONTWAIT);
 	/* Urgent data exists only in TCP; the kernel says whether there is. */
 	if (flags & MSG_OOB)
@@ -150,6 +150,7 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 	pthread_mutex_lock(&st->lock);
 	if (atomic_exchange_explicit(&st->ctl_dirty, 0, memory_order_relaxed))
 		shm_check_live(st);
+	shm_pending_resolve(st);
 	shm_follow(st);
 	/* TCP returns once it has target bytes: all with MSG_WAITALL, else
 	 * SO_RCVLOWAT (at least one, at most what was asked). */
@@ -244,11 +245,12 @@ ssize_t shm_send(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 	ssize_t r;
 
 	if (st->owner != rsock_pid())
-		return -EIO;
+		return shm_child_enter(st) ? -EIO : -ESHUTDOWN; /* the kernel socket sends */
 	nonblock |= !!(flags & MSG_DONTWAIT);
 	pthread_mutex_lock(&st->lock);
 	if (atomic_exchange_explicit(&st->ctl_dirty, 0, memory_order_relaxed))
 		shm_check_live(st);
+	shm_pending_resolve(st);
 	for (;;) {
 		shm_follow(st);
 		if (atomic_load_explicit(&st->sw, memory_order_relaxed)) {
@@ -338,6 +340,7 @@ short shm_ready_locked(struct shm_stream *st)
 
 	if (a < 0 || room < 0)
 		corrupt(st);
+	shm_pending_resolve(st);
 	shm_follow(st);
 	if (!st->err && atomic_load_explicit(&st->sw, memory_order_relaxed))
 		return switched_ready(st, a);
@@ -351,6 +354,13 @@ short shm_ready_locked(struct shm_stream *st)
 		ev |= POLLRDHUP;
 	if (ended && st->wr_shut)
 		ev |= POLLHUP;
+	if ((f & SHM_F_CLOSED) || st->peer_gone) {
+		/* A write after the peer's close went to the kernel socket,
+		 * whose reset TCP reports as a hang-up and an error. */
+		struct pollfd p = {.fd = st->tcp_fd, .events = 0};
+		if (rsock_real.poll(&p, 1, 0) == 1)
+			ev |= p.revents & (POLLHUP | POLLERR);
+	}
 	/* Writable as TCP counts it: a third of the ring free (see the RDMA
 	 * path's ready.c); or a write would not wait (shut, peer gone). */
 	if (st->wr_shut || tx_ended(st) || room >= st->tx.size / 3)

@@ -36,6 +36,15 @@ struct shm_stream {
 	_Atomic int sw;              /* this side writes on the TCP connection (switch.c) */
 	struct ho_pre *pre;          /* the ring's unread bytes after a hand-over, or NULL */
 	_Atomic int marker_in;       /* the peer's switch message was taken off the TCP stream */
+	int pending;                 /* the server awaits the client's word on live_fd */
+	int live_fd;                 /* the set-up connection while pending, else -1 */
+	int declined;                /* the client said no: the stream is TCP's (its ring unused) */
+	/* in a process other than the owner (child.c; copies a fork made) */
+	pid_t child_pid;             /* the process that asked the owner, 0: none */
+	int child_rc;                /* what the owner answered: 0 or -EIO */
+	struct ho_pre *child_pre;    /* the prefix it left, or NULL */
+	uint64_t key;                /* the hello's token (shm_stream_key), 0: none */
+	struct shm_stream *next;     /* on this process's list of keyed streams */
 	struct ho_rec *rec;          /* the hand-over registry's record (path/registry.h) */
 	_Atomic int ctl_dirty;       /* a waiter saw the control connection readable */
 	struct path_waiter *waitq;   /* threads asleep on the stream */
@@ -79,11 +88,20 @@ int shm_consume(struct shm_stream *st, int kick);
  * its next look. mark: this side moves first, and sends the switch message
  * that wakes the peer's library thread. Caller holds the lock. */
 void shm_switch_locked(struct shm_stream *st, int mark);
-/* The peer wrote its last ring byte (SHM_F_SWITCH): 1 or 0. */
+/* The peer wrote its last ring byte (SHM_F_SWITCH, or it declined the
+ * memory): 1 or 0. */
 static inline int shm_peer_switched(const struct shm_stream *st)
 {
-	return !!(shm_rx_flags(&st->rx) & SHM_F_SWITCH);
+	return st->declined || !!(shm_rx_flags(&st->rx) & SHM_F_SWITCH);
 }
+/* The server while pending: look for the client's word (never blocks); a
+ * decline moves the stream to TCP. Caller holds the lock. */
+void shm_pending_resolve(struct shm_stream *st);
+/* The other end, when it is a stream of this process, follows st's move
+ * now if it is not busy. Caller holds st's lock. */
+void shm_local_nudge(struct shm_stream *st);
+/* st leaves the list of keyed streams (its close). */
+void shm_local_forget(struct shm_stream *st);
 /* Follow a peer that moved to TCP. Caller holds the lock. */
 static inline void shm_follow(struct shm_stream *st)
 {
@@ -98,6 +116,17 @@ int shm_marker_take(struct shm_stream *st);
 /* The whole hand-over (path.h's handover): switch, wait (at most 10 s) for
  * the peer's last ring byte, move what is unread to a prefix. 0 or -errno. */
 int shm_handover(struct shm_stream *st);
+
+/* ---- child.c: another process's use ---- */
+/* In a process other than the owner: ask the owner (once) to move the
+ * stream to TCP. 0, or -EIO (it cannot: gone, or no record). */
+int shm_child_enter(struct shm_stream *st);
+/* A read there: the owner's prefix, then the kernel socket. */
+ssize_t shm_child_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int flags,
+		       int nonblock);
+/* poll()'s bits there; and the bytes readable. */
+short shm_child_ready(struct shm_stream *st);
+int shm_child_readable(struct shm_stream *st);
 
 /* ---- data.c ---- */
 ssize_t shm_send(struct shm_stream *st, const struct iovec *iov, int iovcnt, int flags,

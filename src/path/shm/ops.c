@@ -40,8 +40,9 @@ static int ops_readable_bytes(struct path_stream *s)
 	int k = 0;
 
 	if (st->owner != rsock_pid())
-		return 0;
+		return shm_child_readable(st);
 	pthread_mutex_lock(&st->lock);
+	shm_pending_resolve(st);
 	a = shm_rx_avail(&st->rx);
 	if (a <= 0 && shm_peer_switched(st) && shm_marker_take(st) == 1)
 		rsock_real.ioctl(st->tcp_fd, FIONREAD, &k); /* the ring is read: TCP's bytes */
@@ -69,7 +70,7 @@ static short ops_ready(struct path_stream *s, int do_arm, uint64_t *seq)
 	if (st->owner != rsock_pid()) {
 		if (seq)
 			*seq = 0;
-		return POLLERR | POLLHUP;
+		return shm_child_ready(st);
 	}
 	pthread_mutex_lock(&st->lock);
 	if (atomic_exchange_explicit(&st->ctl_dirty, 0, memory_order_relaxed))
@@ -185,7 +186,11 @@ static int ops_zero(struct path_stream *s)
 
 static int ops_switched(struct path_stream *s)
 {
-	return atomic_load_explicit(&shm_of(s)->sw, memory_order_acquire);
+	struct shm_stream *st = shm_of(s);
+
+	if (st->owner != rsock_pid())
+		return st->child_pid == rsock_pid() && !st->child_rc;
+	return atomic_load_explicit(&st->sw, memory_order_acquire);
 }
 
 /* Both sides moved, the ring and the prefix read: the kernel socket is the
@@ -195,6 +200,9 @@ static int ops_kernel_only(struct path_stream *s)
 	struct shm_stream *st = shm_of(s);
 	int r;
 
+	if (st->owner != rsock_pid())
+		return st->child_pid == rsock_pid() && !st->child_rc &&
+		       !(st->child_pre && ho_pre_left(st->child_pre));
 	if (!atomic_load_explicit(&st->sw, memory_order_acquire) || !shm_peer_switched(st) ||
 	    (st->pre && ho_pre_left(st->pre)))
 		return 0;
@@ -238,7 +246,7 @@ static int ops_shutdown_rd(struct path_stream *s, int fd)
 	struct shm_stream *st = shm_of(s);
 
 	if (st->owner != rsock_pid())
-		return -EIO;
+		return shm_child_enter(st) ? -EIO : rsock_real.shutdown(fd, SHUT_RD) ? -errno : 0;
 	/* After a move to TCP the kernel socket's input ends too; before it,
 	 * its end must keep saying the peer's. */
 	if (atomic_load(&st->sw) && rsock_real.shutdown(fd, SHUT_RD))
@@ -257,7 +265,8 @@ static int ops_shutdown_wr(struct path_stream *s)
 	struct shm_stream *st = shm_of(s);
 
 	if (st->owner != rsock_pid())
-		return -EIO;
+		return shm_child_enter(st) ? -EIO
+		       : rsock_real.shutdown(st->tcp_fd, SHUT_WR) ? -errno : 0;
 	pthread_mutex_lock(&st->lock);
 	shm_follow(st);
 	if (atomic_load(&st->sw)) { /* writes go on TCP: so does the FIN */
@@ -303,10 +312,14 @@ static void ops_close(struct path_stream *s, int abort)
 		shm_ring_peer(st);
 		pthread_mutex_unlock(&st->lock);
 	}
-	if (st->rec)
-		ho_unregister(&st->s, 0);
+	shm_local_forget(st);
+	if (st->rec && st->owner == rsock_pid())
+		ho_unregister(&st->s, atomic_load(&ho_forks) != 0);
 	ho_pre_free(st->pre);
+	ho_pre_free(st->child_pre);
 	munmap(st->map, st->maplen);
+	if (st->live_fd >= 0)
+		ownfd_close(st->live_fd);
 	ownfd_close(st->efd_me);
 	ownfd_close(st->efd_peer);
 	ownfd_close(st->tcp_fd);

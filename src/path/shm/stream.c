@@ -31,7 +31,7 @@ static void own_close(int fd)
 		ownfd_close(fd);
 }
 
-int shm_stream_new(int memfd, uint32_t size, int side, int me, int peer, int tcp_fd,
+int shm_stream_new(int memfd, uint32_t size, int side, int me, int peer, int live, int tcp_fd,
 		   struct path_stream **out)
 {
 	struct shm_stream *st = calloc(1, sizeof(*st));
@@ -62,6 +62,8 @@ int shm_stream_new(int memfd, uint32_t size, int side, int me, int peer, int tcp
 	st->hdr = st->map;
 	st->efd_me = me;
 	st->efd_peer = peer;
+	st->live_fd = live;
+	st->pending = live >= 0;
 	atomic_init(&st->rcvlowat, 1);
 	path_adapt_init(&st->wait);
 	shm_ops.sockopts_changed(&st->s);
@@ -77,6 +79,7 @@ fail:
 	own_close(memfd);
 	own_close(me);
 	own_close(peer);
+	own_close(live);
 	return rc;
 }
 
@@ -103,6 +106,7 @@ void shm_check_live(struct shm_stream *st)
 	if (st->peer_gone)
 		return;
 	r = rsock_real.recv(st->tcp_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	shm_pending_resolve(st);
 	/* (Bytes there would be the peer's after a move to TCP: not an end.) */
 	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
 		st->peer_gone = 1;
@@ -214,7 +218,7 @@ static int spin(struct shm_stream *st, const struct seen *v, int64_t start)
 int shm_sleep(struct shm_stream *st, int64_t deadline)
 {
 	struct path_waiter w = {.fd = -1};
-	struct pollfd p[3];
+	struct pollfd p[4];
 	int64_t start = clock_now_ns();
 	struct seen v = {st->rx.tail, st->tx.head, st->flags_seen, st->peer_gone,
 			 atomic_load(&st->sw)};
@@ -258,14 +262,18 @@ int shm_sleep(struct shm_stream *st, int64_t deadline)
 	p[1].events = POLLIN | POLLRDHUP;
 	p[2].fd = w.fd;
 	p[2].events = POLLIN;
+	p[3].fd = st->pending ? st->live_fd : -1; /* the client's word */
+	p[3].events = POLLIN;
 	pthread_mutex_unlock(&st->lock);
-	r = rsock_real.poll(p, 3, timeout);
+	r = rsock_real.poll(p, 4, timeout);
 	int intr = r < 0 && errno == EINTR;
 	if (r > 0 && p[0].revents)
 		shm_consume(st, 1);
 	pthread_mutex_lock(&st->lock);
 	if (r > 0 && p[1].revents)
 		shm_check_live(st);
+	if (r > 0 && p[3].revents)
+		shm_pending_resolve(st);
 	path_wait_note(&st->wait, clock_now_ns() - start, r == 0 ? PATH_WAIT_TIMEOUT : PATH_WAIT_SLEPT);
 	r = intr ? -EINTR : r == 0 && deadline ? -ETIMEDOUT : 0;
 out:

@@ -6,10 +6,13 @@
 #include "build-config.h"
 #endif
 #include <errno.h>
+#include <fcntl.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/ownfd.h"
 #include "base/proc.h"
 #include "base/proto.h"
 #include "base/real.h"
@@ -41,6 +44,8 @@ void shm_switch_locked(struct shm_stream *st, int mark)
 	}
 	shm_tx_flag(&st->tx, SHM_F_SWITCH | (n > 0 ? SHM_F_MARK : 0));
 	shm_ring_peer(st);
+	if (mark)
+		shm_local_nudge(st);
 	shm_waitq_wake(st);
 	if (atomic_load_explicit(&st->watchers, memory_order_relaxed) && shm_hooks.kick)
 		shm_hooks.kick();
@@ -61,6 +66,7 @@ int shm_handover(struct shm_stream *st)
 	if (st->owner != rsock_pid())
 		return -EIO;
 	pthread_mutex_lock(&st->lock);
+	shm_pending_resolve(st);
 	shm_switch_locked(st, 1);
 	while (!ring_final(st)) {
 		int w = shm_sleep(st, deadline);
@@ -128,4 +134,116 @@ int shm_marker_take(struct shm_stream *st)
 	}
 	atomic_store(&st->marker_in, 1);
 	return 1;
+}
+
+int shm_cancel_len(const uint8_t *b, size_t n)
+{
+	/* magic, type 5, length 8 (doc/design.md, "Wire protocol") */
+	static const uint8_t c[8] = {PROTO_MAGIC & 0xff, (PROTO_MAGIC >> 8) & 0xff,
+				     (PROTO_MAGIC >> 16) & 0xff, PROTO_MAGIC >> 24, 5, 0, 8, 0};
+
+	return n >= sizeof(c) && !memcmp(b, c, sizeof(c)) ? (int)sizeof(c) : 0;
+}
+
+/* The client declined (or gave up): what this side wrote into the ring,
+ * which it never read, goes on TCP first; a cancel it sent is taken off;
+ * the stream is TCP's from here. Caller holds the lock. */
+static void decline(struct shm_stream *st)
+{
+	uint8_t b[8];
+	uint64_t n = shm_tx_unread(&st->tx);
+	uint32_t off = (uint32_t)(st->tx.head & (st->tx.size - 1)), first = st->tx.size - off;
+	int fl;
+
+	log_debug("shm: the client stays on TCP: %llu bytes written into the ring go there",
+		  (unsigned long long)n);
+	st->declined = 1;
+	atomic_store(&st->marker_in, 1);
+	atomic_store(&st->sw, 1);
+	if ((fl = fcntl(st->tcp_fd, F_GETFL)) >= 0 && (fl & O_NONBLOCK))
+		fcntl(st->tcp_fd, F_SETFL, fl & ~O_NONBLOCK);
+	for (int i = 0; i < 2 && n; i++) {
+		const uint8_t *p = i ? st->tx.buf : st->tx.buf + off;
+		size_t len = i ? (size_t)n : (size_t)(n < first ? n : first);
+		n -= len;
+		while (len) {
+			ssize_t w = rsock_real.send(st->tcp_fd, p, len, MSG_NOSIGNAL);
+			if (w <= 0) {
+				n = 0;
+				break;
+			}
+			p += w;
+			len -= (size_t)w;
+		}
+	}
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		fcntl(st->tcp_fd, F_SETFL, fl);
+	if (rsock_real.recv(st->tcp_fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof(b) &&
+	    shm_cancel_len(b, sizeof(b)))
+		rsock_real.recv(st->tcp_fd, b, sizeof(b), MSG_DONTWAIT);
+	shm_waitq_wake(st);
+	if (atomic_load_explicit(&st->watchers, memory_order_relaxed) && shm_hooks.kick)
+		shm_hooks.kick();
+}
+
+void shm_pending_resolve(struct shm_stream *st)
+{
+	uint8_t w;
+	ssize_t r;
+
+	if (!st->pending)
+		return;
+	r = rsock_real.recv(st->live_fd, &w, 1, MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	st->pending = 0;
+	ownfd_close(st->live_fd);
+	st->live_fd = -1;
+	if (r == 1 && w == 1)
+		return;
+	decline(st);
+}
+
+/* This process's keyed streams (a leaf lock: taken under a stream's lock,
+ * which it only ever tries). */
+static pthread_mutex_t local_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shm_stream *local_list;
+
+void shm_stream_key(struct path_stream *s, uint64_t key)
+{
+	struct shm_stream *st = shm_of(s);
+
+	pthread_mutex_lock(&local_lock);
+	st->key = key;
+	st->next = local_list;
+	local_list = st;
+	pthread_mutex_unlock(&local_lock);
+}
+
+void shm_local_forget(struct shm_stream *st)
+{
+	if (!st->key)
+		return;
+	pthread_mutex_lock(&local_lock);
+	for (struct shm_stream **p = &local_list; *p; p = &(*p)->next)
+		if (*p == st) {
+			*p = st->next;
+			break;
+		}
+	pthread_mutex_unlock(&local_lock);
+}
+
+void shm_local_nudge(struct shm_stream *st)
+{
+	if (!st->key)
+		return;
+	pthread_mutex_lock(&local_lock);
+	for (struct shm_stream *o = local_list; o; o = o->next)
+		if (o != st && o->key == st->key && o->side != st->side &&
+		    o->owner == rsock_pid() && pthread_mutex_trylock(&o->lock) == 0) {
+			/* (busy: its holder looks at the flags before it sleeps) */
+			shm_follow(o);
+			pthread_mutex_unlock(&o->lock);
+		}
+	pthread_mutex_unlock(&local_lock);
 }
