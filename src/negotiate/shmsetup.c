@@ -101,10 +101,15 @@ int cm_shm_listen(const void *owner, int fd, const struct sockaddr *addr)
 			ul = disc_name(&un, AF_INET, NULL, port);
 		else
 			continue;
-		int dfd = unix_socket(SOCK_DGRAM);
+		/* A listening stream socket: connections wait in its backlog
+		 * (as long as the TCP listener's) for accept() to drain them,
+		 * where a datagram socket holds only net.unix.max_dgram_qlen
+		 * (10) messages and a burst of clients overflowed it. */
+		int dfd = unix_socket(SOCK_STREAM);
 		if (dfd < 0)
 			continue;
-		if (rsock_real.bind(dfd, (struct sockaddr *)&un, ul)) {
+		if (rsock_real.bind(dfd, (struct sockaddr *)&un, ul) ||
+		    rsock_real.listen(dfd, SOMAXCONN)) {
 			/* Another listener of the port has it (SO_REUSEPORT):
 			 * its accept() drains it, not ours. */
 			log_debug("shm: discovery name of port %u taken (%d): not ours", port, errno);
@@ -157,13 +162,19 @@ int cm_shm_drain(const void *owner)
 			continue;
 		found = 1;
 		for (int i = 0; i < SHM_NAMES; i++) {
-			uint8_t b[PROTO_PROBE_LEN + 8];
+			uint8_t b[PROTO_PROBE_LEN];
 			struct proto_probe pr;
-			ssize_t r;
+			int cfd;
+			/* Each client's connection holds its tuple, sent before
+			 * its SYN: here by the time its stream is accepted. */
 			while (l->fd[i] >= 0 &&
-			       (r = rsock_real.recv(l->fd[i], b, sizeof(b), MSG_DONTWAIT)) >= 0)
-				if (proto_probe_decode(b, (size_t)r, &pr) > 0)
+			       (cfd = rsock_real.accept4(l->fd[i], NULL, NULL,
+							 SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+				ssize_t r = rsock_real.recv(cfd, b, sizeof(b), MSG_DONTWAIT);
+				if (r > 0 && proto_probe_decode(b, (size_t)r, &pr) > 0)
 					cm_tuple_put(&pr);
+				rsock_real.close(cfd);
+			}
 		}
 	}
 	pthread_mutex_unlock(&cm_lock);
@@ -187,16 +198,14 @@ static int addr_local(const struct sockaddr *peer)
 	return src.ss_family == peer->sa_family && !memcmp(a, b, 16);
 }
 
-/* A datagram socket connected to the discovery name of a librsock listener
- * for peer (unmapped), or -1 (none: a plain listener, or none at all). */
+/* A connection to the discovery name of a librsock listener for peer
+ * (unmapped), or -1 (none: a plain listener, or none at all; or its
+ * backlog full). */
 static int disc_find(const struct sockaddr *peer)
 {
 	uint8_t a[16];
 	uint16_t port = sa_port(peer);
-	int fd = unix_socket(SOCK_DGRAM);
 
-	if (fd < 0)
-		return -1;
 	sa_addr16(peer, a);
 	for (int i = 0; i < 3; i++) {
 		struct sockaddr_un un;
@@ -209,10 +218,13 @@ static int disc_find(const struct sockaddr *peer)
 			ul = disc_name(&un, AF_INET6, NULL, port);
 		else
 			break;
+		int fd = unix_socket(SOCK_STREAM);
+		if (fd < 0)
+			return -1;
 		if (rsock_real.connect(fd, (struct sockaddr *)&un, ul) == 0)
 			return fd;
+		ownfd_close(fd);
 	}
-	ownfd_close(fd);
 	return -1;
 }
 
