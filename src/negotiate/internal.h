@@ -220,7 +220,10 @@ struct cm_client {
 	uint32_t shm_size;     /* each ring's */
 };
 
-/* ---- the same-host path (shmsetup.c) ---- */
+/* ---- the same-host path (shmdisc.c, shmsetup.c) ---- */
+/* A non-blocking, close-on-exec Unix socket of type, the library's own
+ * (ownfd.h), or -1. */
+int cm_shm_unix_socket(int type);
 /* When c->peer is an address of this host whose port a librsock listener
  * of this network namespace holds (its discovery name): bind fd (its port
  * known before the SYN), open the set-up socket, tell the listener the
