@@ -65,7 +65,8 @@ shm_differential() {
 	shm_differential threadcheck 127.0.0.1
 }
 
-# pair SRV_ENV CLI_ENV [CLI_PREFIX...]: an echo of 128 KiB through shmpair.py,
+# pair SRV_ENV CLI_ENV [CLI_PREFIX...]: an echo of 1 MiB through shmpair.py (all written
+# before any is read back: four rings' worth, the spill's case),
 # each end under its environment ("plain": no library).
 pair() {
 	local srv=$1 cli=$2 port
@@ -74,19 +75,19 @@ pair() {
 	if [ "$srv" = plain ]; then
 		start_bg srv env -u LD_PRELOAD python3 "$SHMPAIR" server "$PWD" 127.0.0.1
 	else
-		start_bg srv env $srv LD_PRELOAD="$(rsock_preload_value)" python3 "$SHMPAIR" server "$PWD" 127.0.0.1
+		start_bg srv env $srv LD_PRELOAD="$(rsock_preload_value)" python3 "$SHMPAIR" server "$PWD" 127.0.0.1 ${SRV_FORK:-}
 	fi
 	for _ in $(seq 1 200); do [ -s port ] && break; sleep 0.05; done
 	port=$(cat port)
 	if [ "$cli" = plain ]; then
-		bounded "$@" env -u LD_PRELOAD python3 "$SHMPAIR" client 127.0.0.1 "$port" 131072 >cli.out 2>cli.err
+		bounded "$@" env -u LD_PRELOAD python3 "$SHMPAIR" client 127.0.0.1 "$port" 1048576 >cli.out 2>cli.err
 	else
-		bounded "$@" env $cli LD_PRELOAD="$(rsock_preload_value)" python3 "$SHMPAIR" client 127.0.0.1 "$port" 131072 >cli.out 2>cli.err
+		bounded "$@" env $cli LD_PRELOAD="$(rsock_preload_value)" python3 "$SHMPAIR" client 127.0.0.1 "$port" 1048576 >cli.out 2>cli.err
 	fi
 	wait_bg "$BG_PID"
 	cat srv.out cli.out
 	grep -qx 'client intact 1' cli.out
-	grep -qx 'server echoed 131072' srv.out
+	grep -qx 'server echoed 1048576' srv.out
 }
 
 @test "shm: a use shm rule turns it on; without it (the default) a local stream stays on TCP" {
@@ -97,6 +98,11 @@ pair() {
 	pair RSOCK_LOG_LEVEL=warn RSOCK_LOG_LEVEL=warn
 	grep -qx 'client transport 2' cli.out
 	grep -qx 'server transport 2' srv.out
+}
+
+@test "shm: a server that forks after accept() and closes its copy: the child serves the stream (moved to TCP), nothing lost" {
+	SRV_FORK=fork pair RSOCK_MODE=shm RSOCK_MODE=shm
+	grep -qx 'client transport 4' cli.out
 }
 
 @test "shm: a plain server, a librsock client: TCP at once (the local look refused, no wait)" {

@@ -4,7 +4,9 @@ same-host path). Each end prints the transport rsock_fd_transport() reports
 for its stream (-2 without the library), and the client whether its bytes
 came back intact and how long connect() took.
 
-  shmpair.py server DIR HOST        (writes DIR/port, echoes one stream, exits)
+  shmpair.py server DIR HOST [fork] (writes DIR/port, echoes one stream, exits;
+                                    fork: a forked child echoes, the parent
+                                    closing its copy at once, as inetd does)
   shmpair.py client HOST PORT NBYTES"""
 import ctypes
 import os
@@ -25,7 +27,7 @@ def family(host):
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def server(d, host):
+def server(d, host, fork=False):
     ls = socket.socket(family(host), socket.SOCK_STREAM)
     ls.bind((host, 0))
     ls.listen(4)
@@ -33,6 +35,13 @@ def server(d, host):
         f.write(str(ls.getsockname()[1]))
     os.rename(os.path.join(d, "port.tmp"), os.path.join(d, "port"))
     s, _ = ls.accept()
+    if fork:
+        time.sleep(0.2)  # the client's bytes are in the rings by now
+        pid = os.fork()
+        if pid:
+            s.close()
+            os.waitpid(pid, 0)
+            return
     n = 0
     while True:
         b = s.recv(65536)
@@ -66,6 +75,6 @@ def client(host, port, nbytes):
 
 
 if sys.argv[1] == "server":
-    server(sys.argv[2], sys.argv[3])
+    server(sys.argv[2], sys.argv[3], len(sys.argv) > 4 and sys.argv[4] == "fork")
 else:
     client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))

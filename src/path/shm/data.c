@@ -4,6 +4,8 @@
 #include "build-config.h"
 #endif
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -34,6 +36,81 @@ static int corrupt(struct shm_stream *st)
 	return st->err;
 }
 
+#define SHM_SPILL_MAX (8u << 20)    /* the spill's bytes at most */
+#define SHM_SPILL_AFTER_NS 20000000 /* a blocked writer spills after 20 ms */
+
+int64_t shm_unread(struct shm_stream *st)
+{
+	int64_t a = shm_rx_avail(&st->rx);
+
+	return a < 0 ? a : a + (int64_t)st->spill_len;
+}
+
+/* Copy len unread bytes from offset skip (the spill's first, then the
+ * ring's) to p (NULL: none). */
+static void unread_peek(struct shm_stream *st, char *p, size_t skip, size_t len)
+{
+	if (skip < st->spill_len) {
+		size_t k = st->spill_len - skip < len ? st->spill_len - skip : len;
+		if (p)
+			memcpy(p, st->spill + st->spill_off + skip, k);
+		p = p ? p + k : NULL;
+		len -= k;
+		skip = st->spill_len;
+	}
+	if (len)
+		shm_rx_peek(&st->rx, p, skip - st->spill_len, len);
+}
+
+/* Consume n unread bytes: the spill's first, then the ring's (the peer
+ * told of the room). */
+static void unread_consume(struct shm_stream *st, size_t n)
+{
+	size_t k = n < st->spill_len ? n : st->spill_len;
+
+	st->spill_off += k;
+	st->spill_len -= k;
+	if (!st->spill_len)
+		st->spill_off = 0;
+	if (n > k) {
+		shm_rx_consume(&st->rx, n - k);
+		shm_ring_peer(st); /* room for a writer that waits */
+	}
+}
+
+/* Lest two ends each blocked writing into a full ring wait for ever (TCP's
+ * larger buffers may hold what the rings cannot), a writer that waited 20
+ * ms moves its own ring's unread bytes into the spill (at most 8 MiB):
+ * the peer gets room. 1 when it took some. Caller holds the lock. */
+static int spill_take(struct shm_stream *st)
+{
+	int64_t a = shm_rx_avail(&st->rx);
+	size_t need;
+
+	if (a <= 0 || st->spill_len + (size_t)a > SHM_SPILL_MAX)
+		return 0;
+	if (st->spill_off) {
+		memmove(st->spill, st->spill + st->spill_off, st->spill_len);
+		st->spill_off = 0;
+	}
+	need = st->spill_len + (size_t)a;
+	if (need > st->spill_cap) {
+		size_t cap = st->spill_cap ? st->spill_cap : 65536;
+		while (cap < need)
+			cap *= 2;
+		uint8_t *n = realloc(st->spill, cap);
+		if (!n)
+			return 0;
+		st->spill = n;
+		st->spill_cap = cap;
+	}
+	shm_rx_peek(&st->rx, st->spill + st->spill_len, 0, (size_t)a);
+	st->spill_len += (size_t)a;
+	shm_rx_consume(&st->rx, (size_t)a);
+	shm_ring_peer(st);
+	return 1;
+}
+
 /* Copy n readable bytes, from skip on, into iov at byte position at
  * (trunc: copy nothing). */
 static void copy_out(struct shm_stream *st, const struct iovec *iov, int iovcnt, size_t at,
@@ -47,7 +124,7 @@ static void copy_out(struct shm_stream *st, const struct iovec *iov, int iovcnt,
 		}
 		size_t k = l - at < n ? l - at : n;
 		if (!trunc)
-			shm_rx_peek(&st->rx, (char *)iov[i].iov_base + at, skip, k);
+			unread_peek(st, (char *)iov[i].iov_base + at, skip, k);
 		skip += k;
 		n -= k;
 		at = 0;
@@ -160,7 +237,7 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 	if (!target)
 		target = 1;
 	for (;;) {
-		int64_t a = shm_rx_avail(&st->rx);
+		int64_t a = shm_unread(st);
 		if (a < 0) {
 			r = copied ? (ssize_t)copied : corrupt(st);
 			break;
@@ -181,9 +258,8 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 		} else if (a) {
 			size_t n = (size_t)a < total - copied ? (size_t)a : total - copied;
 			copy_out(st, iov, iovcnt, copied, 0, n, trunc);
-			shm_rx_consume(&st->rx, n);
+			unread_consume(st, n);
 			copied += n;
-			shm_ring_peer(st); /* room for a writer that waits */
 			if (copied >= target) {
 				r = (ssize_t)copied;
 				break;
@@ -196,9 +272,14 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 		}
 		if (shm_peer_switched(st)) {
 			/* The ring is read to its end: the TCP connection has
-			 * the rest (its end, its reset, its time-outs). */
+			 * the rest (its end, its reset, its time-outs); a peek
+			 * short of its target returns what the ring had. */
+			size_t n = peek ? ((size_t)a < total ? (size_t)a : total) : 0;
+			if (n)
+				copy_out(st, iov, iovcnt, 0, 0, n, trunc);
 			pthread_mutex_unlock(&st->lock);
-			return copied ? (ssize_t)copied : kernel_recv(st, iov, iovcnt, flags, nonblock);
+			return copied || n ? (ssize_t)(copied + n)
+					   : kernel_recv(st, iov, iovcnt, flags, nonblock);
 		}
 		int e = rx_end(st);
 		if (e != 1) {
@@ -241,7 +322,7 @@ ssize_t shm_send(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 		 int nonblock)
 {
 	size_t total = iov_total(iov, iovcnt), sent = 0;
-	int64_t deadline = -1;
+	int64_t deadline = -1, spill_at = 0;
 	ssize_t r;
 
 	if (st->owner != rsock_pid())
@@ -289,9 +370,21 @@ ssize_t shm_send(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 			r = sent ? (ssize_t)sent : -EAGAIN;
 			break;
 		}
-		if (deadline < 0)
+		if (deadline < 0) {
 			deadline = shm_deadline(st, SO_SNDTIMEO);
-		int w = shm_sleep(st, deadline);
+			spill_at = clock_now_ns() + SHM_SPILL_AFTER_NS;
+		}
+		/* While its own ring holds unread bytes, the wait ends at the
+		 * spill's time too. */
+		int64_t until = deadline;
+		if (spill_at && shm_rx_avail(&st->rx) > 0 && (!until || spill_at < until))
+			until = spill_at;
+		int w = shm_sleep(st, until);
+		if (w == -ETIMEDOUT && until != deadline) {
+			if (!spill_take(st))
+				spill_at = 0; /* full: wait as TCP's writer would */
+			continue;
+		}
 		if (w == -ETIMEDOUT) {
 			r = sent ? (ssize_t)sent : -EAGAIN;
 			break;
@@ -334,7 +427,7 @@ static short switched_ready(struct shm_stream *st, int64_t a)
 short shm_ready_locked(struct shm_stream *st)
 {
 	short ev = 0;
-	int64_t a = shm_rx_avail(&st->rx), room = shm_tx_room(&st->tx);
+	int64_t a = shm_unread(st), room = shm_tx_room(&st->tx);
 	uint32_t f = shm_rx_flags(&st->rx);
 	int ended;
 

@@ -44,6 +44,11 @@ struct shm_stream {
 	int child_rc;                /* what the owner answered: 0 or -EIO */
 	struct ho_pre *child_pre;    /* the prefix it left, or NULL */
 	uint64_t key;                /* the hello's token (shm_stream_key), 0: none */
+	unsigned fork_gen;           /* ho_forks when it came up: a fork since, a child may hold it */
+	/* The spill (data.c): ring bytes a writer blocked on a full peer took
+	 * out of its own ring, read before the ring's. */
+	uint8_t *spill;
+	size_t spill_cap, spill_off, spill_len;
 	struct shm_stream *next;     /* on this process's list of keyed streams */
 	struct ho_rec *rec;          /* the hand-over registry's record (path/registry.h) */
 	_Atomic int ctl_dirty;       /* a waiter saw the control connection readable */
@@ -133,6 +138,9 @@ ssize_t shm_send(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 		 int nonblock);
 ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int flags,
 		 int nonblock);
+/* The bytes unread: the spill's and the ring's (validated), or -ECONNRESET.
+ * Caller holds the lock. */
+int64_t shm_unread(struct shm_stream *st);
 /* poll()'s bits for the stream now. Caller holds the lock. */
 short shm_ready_locked(struct shm_stream *st);
 

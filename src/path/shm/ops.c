@@ -43,7 +43,7 @@ static int ops_readable_bytes(struct path_stream *s)
 		return shm_child_readable(st);
 	pthread_mutex_lock(&st->lock);
 	shm_pending_resolve(st);
-	a = shm_rx_avail(&st->rx);
+	a = shm_unread(st);
 	if (a <= 0 && shm_peer_switched(st) && shm_marker_take(st) == 1)
 		rsock_real.ioctl(st->tcp_fd, FIONREAD, &k); /* the ring is read: TCP's bytes */
 	if (a < 0)
@@ -178,10 +178,11 @@ static void ops_control_event(struct path_stream *s)
 	atomic_store_explicit(&shm_of(s)->ctl_dirty, 1, memory_order_relaxed);
 }
 
-static int ops_zero(struct path_stream *s)
+static int ops_forked(struct path_stream *s)
 {
-	(void)s;
-	return 0;
+	struct shm_stream *st = shm_of(s);
+
+	return st->owner == rsock_pid() && st->fork_gen != atomic_load(&ho_forks);
 }
 
 static int ops_switched(struct path_stream *s)
@@ -207,7 +208,7 @@ static int ops_kernel_only(struct path_stream *s)
 	    (st->pre && ho_pre_left(st->pre)))
 		return 0;
 	pthread_mutex_lock(&st->lock);
-	r = shm_rx_avail(&st->rx) == 0 && shm_marker_take(st) == 1;
+	r = shm_unread(st) == 0 && shm_marker_take(st) == 1;
 	pthread_mutex_unlock(&st->lock);
 	return r;
 }
@@ -283,17 +284,32 @@ static int ops_shutdown_wr(struct path_stream *s)
 	return 0;
 }
 
+/* The owner's close after a fork: a child may hold the stream and go on
+ * with it, so it moves to TCP (switch.c) instead of ending, and the record
+ * tells children so, with the prefix (left open until this process exits,
+ * for them to open). 1 when done. */
+static int close_for_children(struct shm_stream *st)
+{
+	if (!st->rec || st->fork_gen == atomic_load(&ho_forks) || shm_handover(st))
+		return 0;
+	ho_publish(&st->s, st->pre ? ho_pre_fd(st->pre) : -1);
+	ho_pre_forget(st->pre);
+	st->pre = NULL;
+	return 1;
+}
+
 static void ops_close(struct path_stream *s, int abort)
 {
 	struct shm_stream *st = shm_of(s);
+	int forked = st->fork_gen != atomic_load(&ho_forks);
 
-	if (st->owner == rsock_pid()) {
+	if (st->owner == rsock_pid() && !close_for_children(st)) {
 		pthread_mutex_lock(&st->lock);
 		/* The peer's switch message is not the application's unread
 		 * data: taken off, so that the kernel does not reset for it. */
 		for (int i = 0; i < 100 && shm_peer_switched(st) && shm_marker_take(st) == 0; i++)
 			rsock_real.poll(NULL, 0, 1);
-		int64_t a = shm_rx_avail(&st->rx) + (st->pre ? (int64_t)ho_pre_left(st->pre) : 0);
+		int64_t a = shm_unread(st) + (st->pre ? (int64_t)ho_pre_left(st->pre) : 0);
 		struct linger lg0 = {0, 0};
 		socklen_t ll = sizeof(lg0);
 		/* SO_LINGER {1, 0}: the application asked for a reset. */
@@ -314,9 +330,10 @@ static void ops_close(struct path_stream *s, int abort)
 	}
 	shm_local_forget(st);
 	if (st->rec && st->owner == rsock_pid())
-		ho_unregister(&st->s, atomic_load(&ho_forks) != 0);
+		ho_unregister(&st->s, forked);
 	ho_pre_free(st->pre);
 	ho_pre_free(st->child_pre);
+	free(st->spill);
 	munmap(st->map, st->maplen);
 	if (st->live_fd >= 0)
 		ownfd_close(st->live_fd);
@@ -410,7 +427,7 @@ const struct path_ops shm_ops RSOCK_HIDDEN = {
 	.prefix = ops_prefix,
 	.prefix_left = ops_prefix_left,
 	.prefix_fd = ops_prefix_fd,
-	.forked = ops_zero,
+	.forked = ops_forked,
 	.control_watch = ops_control_watch,
 	.publish = NULL,
 };

@@ -69,6 +69,7 @@ int shm_stream_new(int memfd, uint32_t size, int side, int me, int peer, int liv
 	shm_ops.sockopts_changed(&st->s);
 	/* The library's thread watches the TCP connection for the peer's
 	 * switch (switch.c) and answers other processes' requests. */
+	st->fork_gen = atomic_load(&ho_forks);
 	st->rec = ho_register(&st->s);
 	*out = &st->s;
 	return 0;

@@ -79,15 +79,21 @@ int shm_handover(struct shm_stream *st)
 		}
 	}
 	int64_t a = shm_rx_avail(&st->rx);
-	if (!rc && a > 0 && !st->pre) {
-		/* What the application has not read goes where every process
-		 * that holds the stream reads it first (exec, stdio, ...). */
+	if (!rc && (a > 0 || st->spill_len) && !st->pre) {
+		/* What the application has not read (the spill's, then the
+		 * ring's) goes where every process that holds the stream reads
+		 * it first (exec, stdio, ...). */
 		uint32_t off = (uint32_t)(st->rx.head & (st->rx.size - 1)), first = st->rx.size - off;
-		struct iovec v[2] = {{(void *)(st->rx.buf + off), (size_t)a < first ? (size_t)a : first},
-				     {(void *)st->rx.buf, (size_t)a > first ? (size_t)a - first : 0}};
-		if ((rc = ho_pre_new(v, v[1].iov_len ? 2 : 1, &st->pre)) == 0) {
-			shm_rx_consume(&st->rx, (size_t)a);
-			shm_ring_peer(st);
+		size_t ra = a > 0 ? (size_t)a : 0;
+		struct iovec v[3] = {{st->spill + st->spill_off, st->spill_len},
+				     {(void *)(st->rx.buf + off), ra < first ? ra : first},
+				     {(void *)st->rx.buf, ra > first ? ra - first : 0}};
+		if ((rc = ho_pre_new(v, 3, &st->pre)) == 0) {
+			st->spill_len = st->spill_off = 0;
+			if (ra) {
+				shm_rx_consume(&st->rx, ra);
+				shm_ring_peer(st);
+			}
 		}
 	}
 	pthread_mutex_unlock(&st->lock);
