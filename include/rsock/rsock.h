@@ -22,7 +22,12 @@ enum rsock_transport {
 	RSOCK_TRANSPORT_UNDECIDED, /* tracked, not connected yet */
 	RSOCK_TRANSPORT_TCP,       /* carried by kernel TCP */
 	RSOCK_TRANSPORT_RDMA,      /* carried by RDMA */
+	RSOCK_TRANSPORT_SHM,       /* carried by memory shared with a process of this host
+	                              (API version 2) */
 };
+
+/* The API's version: 2 added RSOCK_TRANSPORT_SHM and the stats' _shm fields. */
+#define RSOCK_API_VERSION 2
 
 /* Which transport carries fd. Returns an enum rsock_transport value, or -1
  * with errno EBADF when fd is not an open descriptor. */
@@ -41,8 +46,8 @@ enum rsock_fallback_reason {
 
 struct rsock_stats {
 	uint32_t size;            /* bytes filled in by the library */
-	uint32_t version;         /* 5 (1 had no handovers, 2 no cq_ counters, 3 no zcopy_bytes,
-	                             4 no failovers) */
+	uint32_t version;         /* 6 (1 had no handovers, 2 no cq_ counters, 3 no zcopy_bytes,
+	                             4 no failovers, 5 no _shm counters) */
 	uint64_t streams_tcp;     /* streams (connected or accepted) on kernel TCP */
 	uint64_t streams_rdma;    /* streams carried by RDMA */
 	uint64_t tx_bytes_tcp, rx_bytes_tcp;
@@ -61,6 +66,9 @@ struct rsock_stats {
 	/* version 5 */
 	uint64_t failovers;        /* RDMA streams moved to kernel TCP because their RDMA
 	                              path broke, nothing lost (design.md 5) */
+	/* version 6 */
+	uint64_t streams_shm;      /* streams carried by memory shared on this host */
+	uint64_t tx_bytes_shm, rx_bytes_shm;
 };
 
 /* Copy the process-wide counters into *st; size is sizeof(*st) as the caller

@@ -20,7 +20,7 @@ struct tp_settings tp_settings = {.poll_us = 20, .poll_max_us = 500, .ring_cache
 
 struct rsock_config rsock_config = {.mode = RSOCK_MODE_AUTO, .log_level = LOG_WARN};
 
-static const char *const mode_names[] = {"auto", "tcp", "rdma"};
+static const char *const mode_names[] = {"auto", "tcp", "rdma", "shm"};
 static const char *const level_names[] = {"none", "error", "warn", "info", "debug", "trace"};
 
 static int parse_name(const char *s, const char *const *names, int n)
@@ -121,7 +121,7 @@ int config_load(struct rsock_config *cfg)
 			cfg->log_file = s;
 	}
 	if ((s = secure_getenv("RSOCK_MODE")) && config_parse_mode(s, &cfg->mode))
-		log_warn("RSOCK_MODE=%s is not auto|tcp|rdma; using auto", s);
+		log_warn("RSOCK_MODE=%s is not auto|tcp|rdma|shm; using auto", s);
 	if ((s = secure_getenv("RSOCK_STATS")) && config_parse_bool(s, &cfg->stats_at_exit))
 		log_warn("RSOCK_STATS=%s is not 0|1; using 0", s);
 	config_env_ulong("RSOCK_RING_KB", 16, 512 * 1024, &cm_settings.ring_kb);
@@ -168,5 +168,7 @@ enum rules_transport config_decide(const struct rsock_config *cfg, enum rules_ro
 {
 	if (cfg->mode == RSOCK_MODE_TCP)
 		return RULES_TCP;
-	return rules_match(&cfg->rules, cfg->program ? cfg->program : "", role, addr, addrlen);
+	/* RSOCK_MODE=shm: the same-host path unless a rule says otherwise */
+	return rules_match_or(&cfg->rules, cfg->program ? cfg->program : "", role, addr, addrlen,
+			      cfg->mode == RSOCK_MODE_SHM ? RULES_SHM : RULES_RDMA);
 }

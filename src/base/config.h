@@ -10,6 +10,7 @@ enum rsock_mode {
 	RSOCK_MODE_AUTO = 0, /* RDMA where possible, else kernel TCP */
 	RSOCK_MODE_TCP = 1,  /* never RDMA */
 	RSOCK_MODE_RDMA = 2, /* RDMA or a clear error, never a silent fallback */
+	RSOCK_MODE_SHM = 3,  /* as auto, and the same-host path where no rule says otherwise */
 };
 
 struct rsock_config {

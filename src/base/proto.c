@@ -382,7 +382,7 @@ int proto_hello_ack_encode(const struct proto_hello_ack *m, void *buf, size_t le
 	put16(p + 8, m->version);
 	put16(p + 10, m->status);
 	put16(p + 12, m->rdma_port);
-	put16(p + 14, 0);
+	put16(p + 14, m->flags);
 	put64(p + 16, m->token);
 	put64(p + 24, m->ring_addr);
 	put32(p + 32, m->ring_rkey);
@@ -421,12 +421,16 @@ int proto_hello_ack_decode(const void *buf, size_t len, struct proto_hello_ack *
 	go = v.status == 0;
 	if (!rd_u16(&r, &v.rdma_port))
 		return -EAGAIN;
-	if (go && !v.rdma_port)
-		return -EPROTO;
 	if (!rd_u16(&r, &resv))
 		return -EAGAIN;
 	if (resv && v.version == 1)
 		return -EPROTO;
+	/* rdma_port is checked with the flags beside it: a same-host
+	 * stream's answer names no port */
+	if (go && !v.rdma_port && !(resv & PROTO_ACK_SHM))
+		return -EPROTO;
+	if (go)
+		v.flags = resv;
 	if (!rd_u64(&r, &v.token))
 		return -EAGAIN;
 	if (go && !v.token)

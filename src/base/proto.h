@@ -61,6 +61,7 @@ struct proto_hello_ack {
 	uint16_t version;
 	uint16_t status;
 	uint16_t rdma_port;  /* the accepting process's rdma_cm listener, host order */
+	uint16_t flags;      /* PROTO_ACK_SHM (version >= 2; 0 in version 1) */
 	uint64_t token;      /* echoed */
 	uint64_t ring_addr;
 	uint32_t ring_rkey;
@@ -68,6 +69,12 @@ struct proto_hello_ack {
 	uint32_t max_inline;
 };
 #define PROTO_HELLO_ACK_LEN 44
+/* hello's flags: a same-host stream (doc/design.md, "The same-host path"):
+ * token names the client's set-up socket, ring_addr is the secret the
+ * server's set-up message echoes, ring_rkey 0, ring_size each ring's. */
+#define PROTO_HELLO_SHM 1u
+/* hello_ack's flags: the server set the same-host stream up (rdma_port 0). */
+#define PROTO_ACK_SHM 1u
 
 /* Either direction on TCP, after the RDMA connection is up (version >= 2):
  * "I send nothing more over RDMA; rdma_bytes is everything I wrote into

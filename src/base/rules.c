@@ -206,6 +206,8 @@ static int parse_span(const char *p, size_t n, unsigned lineno, struct rules_rul
 		r.transport = RULES_RDMA;
 	else if (span_is(f[1], "tcp"))
 		r.transport = RULES_TCP;
+	else if (span_is(f[1], "shm"))
+		r.transport = RULES_SHM;
 	else
 		return -EINVAL;
 	if (span_str(f[2], r.program, sizeof(r.program)))
@@ -402,11 +404,16 @@ static int addr_match(const struct rules_rule *r, const struct sockaddr *sa, soc
 	return a && prefix_match(r->addr, a, r->prefix);
 }
 
-/* Returns the transport of the first rule matching the stream, RULES_RDMA
- * when none does (or set is NULL). */
 enum rules_transport rules_match(const struct rules_set *set, const char *program,
 				 enum rules_role role, const struct sockaddr *addr,
 				 socklen_t addrlen)
+{
+	return rules_match_or(set, program, role, addr, addrlen, RULES_RDMA);
+}
+
+enum rules_transport rules_match_or(const struct rules_set *set, const char *program,
+				    enum rules_role role, const struct sockaddr *addr,
+				    socklen_t addrlen, enum rules_transport none)
 {
 	if (!program)
 		program = "";
@@ -420,7 +427,7 @@ enum rules_transport rules_match(const struct rules_set *set, const char *progra
 			continue;
 		return r->transport;
 	}
-	return RULES_RDMA;
+	return none;
 }
 
 void rules_free(struct rules_set *set)

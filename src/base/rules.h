@@ -4,7 +4,9 @@
  *
  *   use TRANSPORT PROGRAM ROLE ADDRESS[:PORTS]
  *
- *   TRANSPORT  rdma | tcp     rdma: try RDMA (falling back per RSOCK_MODE); tcp: never RDMA
+ *   TRANSPORT  rdma | tcp | shm   rdma: try RDMA (falling back per RSOCK_MODE); tcp: never
+ *                                 RDMA; shm: the same-host path where the peer is on this
+ *                                 host (doc/design.md, "The same-host path"), else as rdma
  *   PROGRAM    glob (fnmatch) on the program name (basename of argv[0]), or *
  *   ROLE       client | server | *      client: connect(); server: listen()/accept()
  *   ADDRESS    * | IPv4[/prefix] | [IPv6][/prefix] (IPv6 always in brackets)
@@ -29,7 +31,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-enum rules_transport { RULES_RDMA = 0, RULES_TCP = 1 };
+enum rules_transport { RULES_RDMA = 0, RULES_TCP = 1, RULES_SHM = 2 };
 enum rules_role { RULES_ROLE_ANY = 0, RULES_ROLE_CLIENT = 1, RULES_ROLE_SERVER = 2 };
 
 struct rules_rule {
@@ -74,6 +76,11 @@ int rules_load_file(const char *path, struct rules_set *set,
 enum rules_transport rules_match(const struct rules_set *set, const char *program,
 				 enum rules_role role, const struct sockaddr *addr,
 				 socklen_t addrlen);
+
+/* rules_match(), with none returned when no rule matches. */
+enum rules_transport rules_match_or(const struct rules_set *set, const char *program,
+				    enum rules_role role, const struct sockaddr *addr,
+				    socklen_t addrlen, enum rules_transport none);
 
 void rules_free(struct rules_set *set);
 

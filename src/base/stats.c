@@ -14,7 +14,7 @@
 #include "base/stats.h"
 
 static struct {
-	_Atomic uint64_t streams[2];
+	_Atomic uint64_t streams[3]; /* [enum stats_path] */
 	_Atomic uint64_t fallbacks[RSOCK_FB_MAX];
 	_Atomic int64_t registered;
 	_Atomic uint64_t handovers, failovers;
@@ -30,7 +30,7 @@ static struct {
  * other thread writes. Reading sums the shards. */
 #define ST_SHARDS 256
 struct st_shard {
-	_Atomic uint64_t bytes[2][2]; /* [rdma][tx] */
+	_Atomic uint64_t bytes[3][2]; /* [enum stats_path][tx] */
 	_Atomic uint64_t cq_events, cq_arms, zcopy;
 	_Atomic int owned;
 } __attribute__((aligned(64)));
@@ -133,15 +133,19 @@ void stats_failover(void)
 	statpub_count(STATPUB_C_FAILOVERS, 1);
 }
 
-void stats_add_bytes(int rdma, int tx, uint64_t n)
+void stats_add_bytes(int path, int tx, uint64_t n)
 {
-	atomic_fetch_add_explicit(&st_shard()->bytes[!!rdma][!!tx], n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&st_shard()->bytes[(unsigned)path < 3 ? path : 0][!!tx], n,
+				  memory_order_relaxed);
 }
 
-void stats_stream(int rdma)
+void stats_stream(int path)
 {
-	atomic_fetch_add_explicit(&st_.streams[!!rdma], 1, memory_order_relaxed);
-	statpub_count(rdma ? STATPUB_C_STREAMS_RDMA : STATPUB_C_STREAMS_TCP, 1);
+	path = (unsigned)path < 3 ? path : 0;
+	atomic_fetch_add_explicit(&st_.streams[path], 1, memory_order_relaxed);
+	/* rsock-stat's segment has no shm counter: an shm stream counts as
+	 * one on a path beside TCP there */
+	statpub_count(path ? STATPUB_C_STREAMS_RDMA : STATPUB_C_STREAMS_TCP, 1);
 }
 
 void stats_fallback(enum rsock_fallback_reason why)
@@ -162,7 +166,7 @@ void stats_snapshot(struct rsock_stats *st, size_t tracked_fds)
 {
 	memset(st, 0, sizeof(*st));
 	st->size = sizeof(*st);
-	st->version = 5;
+	st->version = 6;
 	st->streams_tcp = atomic_load_explicit(&st_.streams[0], memory_order_relaxed);
 	st->streams_rdma = atomic_load_explicit(&st_.streams[1], memory_order_relaxed);
 	st->tx_bytes_tcp = ST_SUM(bytes[0][1]);
@@ -179,6 +183,9 @@ void stats_snapshot(struct rsock_stats *st, size_t tracked_fds)
 	st->cq_arms = ST_SUM(cq_arms);
 	st->zcopy_bytes = ST_SUM(zcopy);
 	st->failovers = atomic_load_explicit(&st_.failovers, memory_order_relaxed);
+	st->streams_shm = atomic_load_explicit(&st_.streams[STATS_SHM], memory_order_relaxed);
+	st->tx_bytes_shm = ST_SUM(bytes[STATS_SHM][1]);
+	st->rx_bytes_shm = ST_SUM(bytes[STATS_SHM][0]);
 }
 
 void stats_print(size_t tracked_fds)
@@ -203,4 +210,9 @@ void stats_print(size_t tracked_fds)
 		 (unsigned long long)s.registered_bytes, (unsigned long long)s.handovers,
 		 (unsigned long long)s.cq_events, (unsigned long long)s.cq_arms,
 		 (unsigned long long)s.zcopy_bytes, (unsigned long long)s.failovers);
+	/* A line of its own: the first one's fields are rsock-stat's too. */
+	if (s.streams_shm)
+		log_emit(LOG_INFO, "stats: same-host streams=%llu tx=%llu rx=%llu",
+			 (unsigned long long)s.streams_shm, (unsigned long long)s.tx_bytes_shm,
+			 (unsigned long long)s.rx_bytes_shm);
 }

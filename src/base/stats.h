@@ -9,8 +9,12 @@
 #include "base/compiler.h"
 #include "rsock/rsock.h"
 
-void stats_add_bytes(int rdma, int tx, uint64_t n);
-void stats_stream(int rdma);
+/* Which path a count is for. */
+enum stats_path { STATS_TCP = 0, STATS_RDMA = 1, STATS_SHM = 2 };
+/* n bytes sent (tx 1) or received on a stream of path (enum stats_path). */
+void stats_add_bytes(int path, int tx, uint64_t n);
+/* One more stream (connected or accepted) on path (enum stats_path). */
+void stats_stream(int path);
 void stats_fallback(enum rsock_fallback_reason why);
 void stats_registered(int64_t delta);
 void stats_handover(void);

@@ -104,8 +104,10 @@ void conn_unref(struct conn *c)
 	if (c->client) /* a client's hello never answered here: the end of its
 			* TCP stream ends the server's wait */
 		cm_client_abandon(c->client);
-	if (c->beacon)
+	if (c->beacon) {
 		cm_unlisten(c);
+		cm_shm_unlisten(c);
+	}
 	if (c->pub) { /* the slot goes first: the path writes to it no more */
 		if (c->stream)
 			path_publish(c->stream, NULL);
@@ -163,7 +165,7 @@ void conn_settle(struct conn *c, int fd, int how)
 			atomic_store(&c->path, CONN_PATH_TCP);
 			stats_fallback(why);
 		}
-		stats_stream(s != NULL);
+		stats_stream(s ? s->ops->stats_path : STATS_TCP);
 		atomic_store(&c->hello_due, 0);
 		decided = 1;
 		pub_why = rc ? (int)why : -1;
@@ -191,12 +193,12 @@ void conn_fd_gone(struct conn *c)
  * "Observability"). */
 static inline void conn_account(struct conn *c, int tx, long long r)
 {
-	int rdma = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA;
+	int on = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA;
 	struct statpub_slot *p = atomic_load_explicit(&c->pub, memory_order_relaxed);
 
 	if (p)
-		statpub_bytes(p, rdma, tx, (uint64_t)r);
-	stats_add_bytes(rdma, tx, (uint64_t)r); /* last: a tail call */
+		statpub_bytes(p, on, tx, (uint64_t)r);
+	stats_add_bytes(on ? c->stream->ops->stats_path : STATS_TCP, tx, (uint64_t)r); /* last: a tail call */
 }
 
 void conn_account_tx(struct conn *c, long long r)

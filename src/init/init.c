@@ -28,6 +28,7 @@
 #include "base/stats.h"
 #include "path/path.h"
 #include "path/rdma/transport.h" /* the RDMA path's hooks, fork handlers and reaper */
+#include "path/shm/shm.h"
 #include "service/service.h"
 
 static __thread int init_owner __attribute__((tls_model("initial-exec")));
@@ -137,6 +138,7 @@ static void init_run(void)
 	tp_hooks_set(&(const struct tp_hooks){.kick = event_kick,
 					      .reaper_ready = service_running,
 					      .reaper_wake = service_wake_after});
+	shm_hooks.kick = event_kick; /* the same-host path's one call upward */
 	/* The library's thread: streams closed by the application (tp_close)
 	 * are drained and torn down there, one per turn, after its watched
 	 * descriptors; the hand-over registry starts it through negotiation,

@@ -51,6 +51,8 @@ void cm_client_free(struct cm_client *c)
 
 	if (!c)
 		return;
+	if (c->shm && c->shm_lfd >= 0)
+		ownfd_close(c->shm_lfd);
 	tp_owns_id = c->tp && c->tp->id;
 	if (c->tp) {
 		if (!tp_owns_id)
@@ -186,7 +188,7 @@ static void client_tuple(struct cm_client *c, const struct sockaddr_storage *bou
 }
 
 int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const struct cm_bufs *bufs,
-		    struct cm_client **state, enum rsock_fallback_reason *why)
+		    int shm, struct cm_client **state, enum rsock_fallback_reason *why)
 {
 	struct cm_client *c;
 	struct sockaddr_storage peer, bound;
@@ -194,10 +196,25 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 
 	*state = NULL;
 	*why = RSOCK_FB_NO_DEVICE;
-	if ((addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || len < sa_len(addr) ||
-	    sa_is_loopback(addr))
+	if ((addr->sa_family != AF_INET && addr->sa_family != AF_INET6) || len < sa_len(addr))
 		return -EOPNOTSUPP;
 	addr = sa_copy_unmapped(&peer, addr); /* AF_INET for IPv4, whatever the socket */
+	if (shm) {
+		/* the same-host path first: a local look, microseconds */
+		if (!(c = calloc(1, sizeof(*c)))) {
+			*why = RSOCK_FB_RESOURCES;
+			return -EOPNOTSUPP;
+		}
+		memcpy(&c->peer, &peer, sizeof(peer));
+		c->fd = fd;
+		if (cm_shm_client_begin(c, fd) == 0) {
+			*state = c;
+			return 0;
+		}
+		free(c);
+	}
+	if (sa_is_loopback(addr))
+		return -EOPNOTSUPP;
 	if (cm_neg_lookup(addr)) {
 		*why = RSOCK_FB_PEER;
 		return -EOPNOTSUPP;
@@ -292,9 +309,15 @@ int cm_client_hello(struct cm_client *c, int fd, enum rsock_fallback_reason *why
 	if (!connected_as_probed(c, fd))
 		goto fail;
 	h.token = c->token;
-	h.ring_addr = (uintptr_t)c->tp->rx.buf;
-	h.ring_rkey = c->tp->rx_mr->rkey;
-	h.ring_size = c->tp->rx.size;
+	if (c->shm) {
+		h.flags = PROTO_HELLO_SHM;
+		h.ring_addr = c->shm_secret;
+		h.ring_size = c->shm_size;
+	} else {
+		h.ring_addr = (uintptr_t)c->tp->rx.buf;
+		h.ring_rkey = c->tp->rx_mr->rkey;
+		h.ring_size = c->tp->rx.size;
+	}
 	h.max_inline = 0;
 	proto_hello_encode(&h, buf, sizeof(buf));
 	if ((rc = cm_ctl_write(fd, buf, PROTO_HELLO_LEN, c->deadline))) {
@@ -302,6 +325,8 @@ int cm_client_hello(struct cm_client *c, int fd, enum rsock_fallback_reason *why
 		goto fail;
 	}
 	log_debug("hello: sent on fd %d, %d ms left", fd, clock_left_ms(c->deadline));
+	if (c->shm)
+		return 0;
 	cm_data_pre_route(c);
 	/* while the hello makes its round trip */
 	c->qp_why = cm_client_qp(c) ? RSOCK_FB_RESOURCES : 0;
@@ -370,6 +395,16 @@ int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb,
 		if (rc == -ETIMEDOUT)
 			goto fail;
 		goto fail_nocancel;
+	}
+	if (c->shm) {
+		/* The server took its decision; the set-up connection carries
+		 * ours (nothing more on TCP). */
+		*why = rdma_ok ? RSOCK_FB_PROTOCOL : RSOCK_FB_NOT_IMPLEMENTED;
+		if (cm_shm_client_await(c, fd, &a, rdma_ok, out))
+			goto fail_nocancel;
+		cm_client_free(c);
+		log_debug("connect: fd %d carried by the same-host path", fd);
+		return 0;
 	}
 	if (!rdma_ok) {
 		*why = RSOCK_FB_NOT_IMPLEMENTED; /* declined: the stream goes to exec or stdio */

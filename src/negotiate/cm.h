@@ -27,7 +27,8 @@ struct path_stream;
  * peer at addr, and if so binds fd to the local address of the route (an
  * unbound socket only) and probes the peer. Returns 0 with *state when the
  * peer runs librsock (continue with cm_client_hello after the TCP
- * connection is up), else -EOPNOTSUPP with *why (*state NULL). *state is an
+ * connection is up), else -EOPNOTSUPP with *why (*state NULL). shm: the
+ * rules allow the same-host path, tried first for a peer on this host. *state is an
  * opaque object to pass to cm_client_hello / cm_client_abandon. */
 struct cm_client;
 
@@ -39,7 +40,7 @@ struct cm_bufs {
 };
 
 int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const struct cm_bufs *bufs,
-		    struct cm_client **state, enum rsock_fallback_reason *why);
+		    int shm, struct cm_client **state, enum rsock_fallback_reason *why);
 
 /* Client: the TCP connection is up. cm_client_hello sends the hello: 0, or
  * -EOPNOTSUPP with *why (the stream stays on TCP, state consumed).
@@ -78,6 +79,13 @@ void cm_listen(const void *owner, const struct sockaddr *addr, socklen_t len);
 /* Server: the listening socket is gone (last reference): stop its beacon. */
 void cm_unlisten(const void *owner);
 
+/* Server: listen() succeeded on fd, bound to addr, and the rules allow the
+ * same-host path: make the port discoverable on this host (doc/design.md,
+ * "The same-host path"). 0, or -errno (-EADDRINUSE: another listener of
+ * the port is). cm_shm_unlisten: the listening socket is gone. */
+int cm_shm_listen(const void *owner, int fd, const struct sockaddr *addr);
+void cm_shm_unlisten(const void *owner);
+
 /* Server: fd was accepted from the listening socket `owner`. Returns 0 with
  * *out when the stream now runs over RDMA, or -EOPNOTSUPP with *why. */
 int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs,
@@ -90,12 +98,18 @@ int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs,
  * *out, or -EOPNOTSUPP with *why. bufs NULL: consume the hello and decline,
  * the stream stays on TCP. */
 int cm_server_probed(const void *owner, int fd, enum rsock_fallback_reason *why);
+/* Whether a same-host hello is already whole at the head of fd (never
+ * waits): the server then sets the stream up in accept() itself, as the
+ * set-up waits for nothing (a process that uses the stream later, a
+ * forked child, asks for the hand-over to TCP). 1 or 0. */
+int cm_server_shm_hello(int fd);
 int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream **out,
 			enum rsock_fallback_reason *why);
 
 /* Start this process's library thread (service.h) if it has none, with
  * the process's rdma_cm channel and the beacons' ucm file watched first
- * (the hand-over registry starts it so, through its hook). 0 or -errno. */
+ * when rdma_cm is there (the hand-over registry starts it so, through its
+ * hook). 0 or -errno. */
 int cm_service_start(void);
 
 /* For init.c's pthread_atfork handlers: cm_lock is held across fork() (the

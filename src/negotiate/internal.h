@@ -240,7 +240,38 @@ struct cm_client {
 		  * (nothing), _ADDR, _ROUTE, or -1 spoiled (a fresh id is needed) */
 	int64_t deadline; /* of the handshake: the hello's sending + handshake_ms */
 	enum rsock_fallback_reason qp_why; /* our QP could not be made, else 0 */
+	/* the same-host path (shmsetup.c) */
+	int shm;               /* a librsock listener of this host: hello with PROTO_HELLO_SHM */
+	int shm_lfd;           /* the set-up socket the server connects to, or -1 */
+	uint64_t shm_secret;   /* in the hello; the server's set-up message echoes it */
+	uint32_t shm_size;     /* each ring's */
 };
+
+/* ---- the same-host path (shmdisc.c, shmsetup.c) ---- */
+/* A non-blocking, close-on-exec Unix socket of type, the library's own
+ * (ownfd.h), or -1. */
+int cm_shm_unix_socket(int type);
+/* When c->peer is an address of this host whose port a librsock listener
+ * of this network namespace holds (its discovery name): bind fd (its port
+ * known before the SYN), open the set-up socket, tell the listener the
+ * tuple, and set c->shm. 0, or -EOPNOTSUPP (nothing kept: RDMA or TCP
+ * decide next). */
+int cm_shm_client_begin(struct cm_client *c, int fd);
+/* After the server's hello_ack a (status 0): take the shared memory from
+ * the set-up connection, checked, and tell the server the outcome (ok 0:
+ * declined). 0 and *out, or -EOPNOTSUPP (the stream stays on TCP). */
+int cm_shm_client_await(struct cm_client *c, int fd, const struct proto_hello_ack *a, int ok,
+			struct path_stream **out);
+/* Server: the hello h asked for the same-host path: make the shared memory,
+ * send it to the client's set-up socket, answer, and await the client's
+ * word by deadline (ms). ok 0: decline. 0 and *out, or -EOPNOTSUPP with
+ * *why (answered). */
+int cm_shm_server(int fd, const struct proto_hello *h, int ok, int64_t deadline,
+		  struct path_stream **out, enum rsock_fallback_reason *why);
+/* Server: take the tuples clients sent to owner's discovery sockets into
+ * the tuple table. 1 when owner has discovery sockets, else 0. Takes
+ * cm_lock. */
+int cm_shm_drain(const void *owner);
 
 /* Ask the peer's beacon whether librsock serves the port, from c->local
  * to c->peer (ucm.h: no device opened): 1, 0 (a plain peer), or -errno

@@ -12,6 +12,8 @@ librsock_core_la_SOURCES += \
 	src/negotiate/probe.c \
 	src/negotiate/rdmacm.c \
 	src/negotiate/server.c \
+	src/negotiate/shmdisc.c \
+	src/negotiate/shmsetup.c \
 	src/negotiate/thread.c \
 	src/negotiate/tuples.c \
 	src/negotiate/ucm.c \

@@ -42,7 +42,7 @@ int cm_server_probed(const void *owner, int fd, enum rsock_fallback_reason *why)
 	/* (A listener whose port's beacon is another listener's counts: with
 	 * SO_REUSEPORT one beacon answers for all of them, in this process or
 	 * another of this user, and the kernel hands a stream to any.) */
-	if (!cm_has_beacon(owner)) {
+	if (!cm_shm_drain(owner) && !cm_has_beacon(owner)) {
 		log_debug("accept: fd %d: its listener has no beacon: TCP", fd);
 		*why = ownfd_room() ? RSOCK_FB_NO_DEVICE : RSOCK_FB_RESOURCES; /* (cm_listen) */
 		return -EOPNOTSUPP;
@@ -290,6 +290,8 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
 	sa_unmap(&local); /* an IPv4 client of a dual-stack listener: IPv4 data listener */
 	if (hello_read(fd, &h, &deadline, why))
 		return -EOPNOTSUPP;
+	if (h.flags & PROTO_HELLO_SHM)
+		return cm_shm_server(fd, &h, bufs != NULL, deadline, out, why);
 	if (!bufs) {
 		*why = RSOCK_FB_NOT_IMPLEMENTED; /* declined: the stream goes to exec */
 		goto nak;

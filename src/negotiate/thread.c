@@ -362,7 +362,9 @@ int cm_service_start(void)
 	pthread_mutex_lock(&cm_lock);
 	rc = cm_start();
 	pthread_mutex_unlock(&cm_lock);
-	return rc;
+	/* Without rdma_cm (no RDMA device or module) the thread still serves
+	 * the same-host path's streams and the hand-over. */
+	return rc ? service_start() : 0;
 }
 
 void cm_fork_lock(void)

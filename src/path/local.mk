@@ -27,4 +27,13 @@ librsock_core_la_SOURCES += \
 	src/path/rdma/switched.c \
 	src/path/rdma/transport.h \
 	src/path/rdma/wait.c \
-	src/path/rdma/zcopy.c
+	src/path/rdma/zcopy.c \
+	src/path/shm/child.c \
+	src/path/shm/data.c \
+	src/path/shm/internal.h \
+	src/path/shm/ops.c \
+	src/path/shm/ring.c \
+	src/path/shm/ring.h \
+	src/path/shm/shm.h \
+	src/path/shm/stream.c \
+	src/path/shm/switch.c

@@ -34,7 +34,9 @@ struct path_waiter {
 };
 
 struct path_ops {
-	const char *name; /* "rdma" */
+	const char *name; /* "rdma", "shm" */
+	int transport;    /* enum rsock_transport: RSOCK_TRANSPORT_RDMA or _SHM */
+	int stats_path;   /* enum stats_path (base/stats.h): STATS_RDMA or STATS_SHM */
 
 	/* ---- data ---- */
 	/* Send from iov. flags: MSG_DONTWAIT honoured, nonblock = O_NONBLOCK

@@ -8,6 +8,7 @@
 #include "shim/shim.h"
 
 #include "base/stats.h"
+#include "path/path.h"
 #include "rsock/rsock.h"
 
 RSOCK_EXPORT const char *rsock_version(void)
@@ -32,7 +33,7 @@ RSOCK_EXPORT int rsock_fd_transport(int fd)
 			t = RSOCK_TRANSPORT_TCP;
 			break;
 		case CONN_PATH_RDMA:
-			t = RSOCK_TRANSPORT_RDMA;
+			t = c->stream ? c->stream->ops->transport : RSOCK_TRANSPORT_RDMA;
 			break;
 		default:
 			t = RSOCK_TRANSPORT_UNDECIDED;

@@ -74,14 +74,18 @@ static void decide_path(struct conn *c, enum rules_role role, const struct socka
 
 	atomic_store(&c->rules, t);
 	log_debug("%s stream: rules say %s", role == RULES_ROLE_CLIENT ? "client" : "server",
-		  t == RULES_TCP ? "tcp" : "rdma");
+		  t == RULES_TCP ? "tcp" : t == RULES_SHM ? "shm" : "rdma");
 }
 
-/* Start the beacon of a listening socket bound to ss (port known). */
-static void listen_beacon(struct conn *c, const struct sockaddr_storage *ss, socklen_t len)
+/* Start the beacon of a listening socket fd bound to ss (port known), and
+ * make it discoverable on this host when the rules allow the same-host
+ * path. */
+static void listen_beacon(struct conn *c, int fd, const struct sockaddr_storage *ss, socklen_t len)
 {
 	decide_path(c, RULES_ROLE_SERVER, (const struct sockaddr *)ss, len);
-	if (atomic_load(&c->rules) == RULES_RDMA) {
+	if (atomic_load(&c->rules) != RULES_TCP) {
+		if (atomic_load(&c->rules) == RULES_SHM)
+			cm_shm_listen(c, fd, (const struct sockaddr *)ss);
 		cm_listen(c, (const struct sockaddr *)ss, len);
 		c->beacon = 1;
 	}
@@ -101,7 +105,7 @@ SHIM_SLOW_FN(int, listen_slow, (int fd, int backlog), (fd, backlog))
 	    (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) &&
 	    ((struct sockaddr_in *)&ss)->sin_port != 0) {
 		saved = errno;
-		listen_beacon(c, &ss, len);
+		listen_beacon(c, fd, &ss, len);
 		early = 1;
 		errno = saved;
 	}
@@ -109,13 +113,14 @@ SHIM_SLOW_FN(int, listen_slow, (int fd, int backlog), (fd, backlog))
 	saved = errno;
 	if (c && r != 0 && early && c->beacon && atomic_load(&c->role) != CONN_ROLE_LISTENER) {
 		cm_unlisten(c);
+		cm_shm_unlisten(c);
 		c->beacon = 0;
 	}
 	if (c && r == 0 && atomic_load(&c->role) != CONN_ROLE_LISTENER) {
 		atomic_store(&c->role, CONN_ROLE_LISTENER);
 		len = sizeof(ss);
 		if (!early && rsock_real.getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
-			listen_beacon(c, &ss, len); /* the port was chosen by listen() */
+			listen_beacon(c, fd, &ss, len); /* the port was chosen by listen() */
 	}
 	conn_unref(c);
 	errno = saved;
@@ -139,7 +144,7 @@ again:
 		int saved = errno, refused = 0;
 		struct path_stream *s = NULL;
 		struct conn *n;
-		if (atomic_load(&c->rules) == RULES_RDMA) {
+		if (atomic_load(&c->rules) != RULES_TCP) {
 			/* An accepted socket has its listener's buffer sizes. */
 			struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
 			if (rsock_config.mode == RSOCK_MODE_RDMA) {
@@ -155,7 +160,10 @@ again:
 					atomic_store(&n->sndbuf, b.sndbuf);
 					atomic_store(&n->hello_due, 1);
 					conn_publish(n, nfd, NULL, 0, STATPUB_ST_ESTABLISHED, -1);
-					conn_settle_later(n, nfd, 0);
+					if (cm_server_shm_hello(nfd))
+						conn_settle(n, nfd, CONN_SETTLE_RDMA);
+					else
+						conn_settle_later(n, nfd, 0);
 				}
 				conn_unref(n);
 				errno = saved;
@@ -190,7 +198,7 @@ again:
 		if (n)
 			conn_publish(n, nfd, NULL, 0, STATPUB_ST_ESTABLISHED, s ? -1 : (int)why);
 		conn_unref(n);
-		stats_stream(s != NULL);
+		stats_stream(s ? s->ops->stats_path : STATS_TCP);
 		if (!s)
 			stats_fallback(why);
 		errno = saved;
@@ -234,7 +242,8 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 		return REAL_CALL(connect, fd, addr, len);
 	decide_path(c, RULES_ROLE_CLIENT, SA(addr), len);
 	struct cm_bufs bufs = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
-	if (atomic_load(&c->rules) == RULES_RDMA && cm_client_begin(fd, SA(addr), len, &bufs, &st, &why) < 0)
+	if (atomic_load(&c->rules) != RULES_TCP &&
+	    cm_client_begin(fd, SA(addr), len, &bufs, atomic_load(&c->rules) == RULES_SHM, &st, &why) < 0)
 		st = NULL;
 	if (!st && rdma_only) {
 		log_warn_rl("RSOCK_MODE=rdma: no RDMA path to the peer (fallback reason %d)", why);
@@ -291,7 +300,7 @@ static int connect_tracked(struct conn *c, int fd, __CONST_SOCKADDR_ARG addr, so
 	}
 	if (!st) {
 		atomic_store(&c->path, CONN_PATH_TCP);
-		stats_stream(0);
+		stats_stream(STATS_TCP);
 		stats_fallback(why);
 	}
 	if (rdma_only && atomic_load(&c->path) != CONN_PATH_RDMA) {

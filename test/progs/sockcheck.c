@@ -1455,7 +1455,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "sockcheck: --expect-preload: rsock_stats_get accepts bad args\n");
 			failures++;
 		}
-		if (api_stats(&st, sizeof(st)) != 0 || st.version != 5 || st.size != sizeof(st)) {
+		if (api_stats(&st, sizeof(st)) != 0 || st.version != 6 || st.size != sizeof(st)) {
 			fprintf(stderr, "sockcheck: --expect-preload: rsock_stats_get: size %u version %u\n",
 				st.size, st.version);
 			failures++;

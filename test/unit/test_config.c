@@ -18,6 +18,8 @@ static void test_mode(void **state)
 	assert_int_equal(m, RSOCK_MODE_AUTO);
 	assert_int_equal(config_parse_mode("TCP", &m), 0);
 	assert_int_equal(m, RSOCK_MODE_TCP);
+	assert_int_equal(config_parse_mode("shm", &m), 0);
+	assert_int_equal(m, RSOCK_MODE_SHM);
 	assert_int_equal(config_parse_mode("rdma", &m), 0);
 	assert_int_equal(m, RSOCK_MODE_RDMA);
 	assert_int_equal(config_parse_mode("rdmax", &m), -EINVAL);

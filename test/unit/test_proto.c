@@ -436,6 +436,24 @@ static void test_hostile_hello(void **state)
 #undef MUT
 }
 
+/* A same-host stream's answer names no port: its flag says so (version >= 2). */
+static void test_hello_ack_shm(void **state)
+{
+	struct proto_hello_ack a = {.version = PROTO_VERSION, .flags = PROTO_ACK_SHM, .token = 7,
+				    .ring_size = 1u << 18}, out;
+	uint8_t b[PROTO_HELLO_ACK_LEN];
+
+	(void)state;
+	assert_int_equal(proto_hello_ack_encode(&a, b, sizeof(b)), PROTO_HELLO_ACK_LEN);
+	assert_int_equal(proto_hello_ack_decode(b, sizeof(b), &out), PROTO_HELLO_ACK_LEN);
+	assert_int_equal(out.flags, PROTO_ACK_SHM);
+	assert_int_equal(out.rdma_port, 0);
+	assert_int_equal(out.ring_size, 1u << 18);
+	a.flags = 0; /* without it, port 0 is refused */
+	assert_int_equal(proto_hello_ack_encode(&a, b, sizeof(b)), PROTO_HELLO_ACK_LEN);
+	assert_int_equal(proto_hello_ack_decode(b, sizeof(b), &out), -EPROTO);
+}
+
 static void test_hostile_hello_ack(void **state)
 {
 	uint8_t g[PROTO_HELLO_ACK_LEN], b[PROTO_HELLO_ACK_LEN];
@@ -453,7 +471,7 @@ static void test_hostile_hello_ack(void **state)
 	MUT(put16(b + 8, 0), 8, 2);
 	MUT(put16(b + 10, RSOCK_FB_MAX), 10, 2);        /* status out of range */
 	MUT(put16(b + 10, 0xffff), 10, 2);
-	MUT(put16(b + 12, 0), 12, 2);                   /* rdma_port 0 */
+	MUT(put16(b + 12, 0), 12, 4);                   /* rdma_port 0 (told with the flags beside it) */
 	MUT(put16(b + 14, 1), 14, 2);                   /* reserved */
 	MUT(put64(b + 16, 0), 16, 8);                   /* token */
 	MUT(put32(b + 36, 0), 24, 16);
@@ -715,6 +733,7 @@ int main(void)
 		cmocka_unit_test(test_hostile_beacon),
 		cmocka_unit_test(test_hostile_hello),
 		cmocka_unit_test(test_hostile_hello_ack),
+		cmocka_unit_test(test_hello_ack_shm),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_future_version),
 		cmocka_unit_test(test_imm),

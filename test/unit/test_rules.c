@@ -116,6 +116,9 @@ static void test_parse_good(void **state)
 	assert_int_equal(r.port_lo, 0);
 	assert_int_equal(r.port_hi, 65535);
 
+	r = parse_ok("use SHM redis* * 127.0.0.1:6379");
+	assert_int_equal(r.transport, RULES_SHM);
+
 	r = parse_ok("  use\ttcp  sshd   server  10.1.2.3   # trailing comment");
 	assert_int_equal(r.transport, RULES_TCP);
 	assert_string_equal(r.program, "sshd");
@@ -375,6 +378,8 @@ static void test_match_order_and_ports(void **state)
 	assert_int_equal(m6(&s, "x", RULES_ROLE_SERVER, "2001:db8::1", 80), RULES_TCP);
 	/* an unknown address matches only "any address, any port" */
 	assert_int_equal(rules_match(&s, "x", RULES_ROLE_CLIENT, NULL, 0), RULES_TCP);
+	/* no rule matching: the caller's default (RSOCK_MODE=shm's) */
+	assert_int_equal(rules_match_or(NULL, "x", RULES_ROLE_CLIENT, NULL, 0, RULES_SHM), RULES_SHM);
 	rules_free(&s);
 
 	set_from(&s, "use tcp * * *:1000-2000\n");

@@ -189,9 +189,6 @@ void tp_waitq_wake(struct tp *t);
 int64_t tp_timeo_deadline(struct tp *t, int opt);
 /* Whether a blocking call with this deadline (0: none) has run out of time. */
 int tp_timed_out(int64_t deadline);
-/* After a sleep a signal handler interrupted: 1 when the call fails with
- * EINTR, 0 when it waits on. */
-int tp_intr_fails(int64_t deadline);
 /* Sleep until a completion or a control-connection event, by deadline (ns,
  * 0: none); the lock is released meanwhile and held again on return.
  * -EINTR, 1 when it took completions itself, else 0. */

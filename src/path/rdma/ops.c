@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "base/proc.h"
+#include "base/stats.h"
 #include "base/statpub.h"
 #include "path/rdma/flow.h"
 #include "path/rdma/internal.h"
@@ -206,6 +207,8 @@ static void ops_publish(struct path_stream *s, struct statpub_slot *slot)
 
 const struct path_ops tp_path_ops = {
 	.name = "rdma",
+	.transport = RSOCK_TRANSPORT_RDMA,
+	.stats_path = STATS_RDMA,
 	.send = ops_send,
 	.recv = ops_recv,
 	.readable_bytes = ops_readable_bytes,

@@ -367,6 +367,10 @@ short tp_poll_events(struct tp *t);
 int tp_wait_fd(struct tp *t, struct path_waiter *w);
 /* Ends the wait tp_wait_fd began on w; nothing when it began none. */
 void tp_wait_end(struct tp *t, struct path_waiter *w);
+/* After a sleep a signal handler interrupted: 1 when the call fails with
+ * EINTR, 0 when it waits on (TCP's rule: doc/design.md, "Wire
+ * protocol"). The same-host path uses it too. */
+int tp_intr_fails(int64_t deadline);
 /* This thread's wake-up eventfd (closed when the thread ends), or -1 when
  * it has none. */
 int tp_thread_wakefd(void);
