@@ -259,7 +259,13 @@ void conn_publish(struct conn *c, int fd, const struct sockaddr *peer, socklen_t
 
 	if (!p)
 		return;
-	atomic_store_explicit(&p->path, (uint32_t)path, memory_order_relaxed);
+	/* A path stream says which path it is (statpub's numbers are
+	 * conn_path's, and one more for the same-host path). */
+	uint32_t sp = path == CONN_PATH_RDMA && c->stream &&
+			      c->stream->ops->stats_path == STATS_SHM
+		      ? STATPUB_PATH_SHM
+		      : (uint32_t)path;
+	atomic_store_explicit(&p->path, sp, memory_order_relaxed);
 	if (path != CONN_PATH_TCP)
 		atomic_store_explicit(&p->fallback, -1, memory_order_relaxed);
 	else if (why >= 0)
