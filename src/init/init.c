@@ -205,8 +205,8 @@ __attribute__((destructor)) static void rsock_destructor(void)
 {
 	if (!rsock_ready())
 		return;
-	/* What was posted on streams never closed reaches the peer (bounded
-	 * for all together, as close() is for one). */
+	/* What was posted on streams never closed reaches the peer (bounded:
+	 * 2 s for all together, as the library's thread gives a closed one). */
 	struct exit_drain d = {(pid_t)syscall(SYS_getpid), clock_now_ns() + 2000 * 1000000LL};
 	int parked;
 

@@ -162,7 +162,6 @@ void tp_sockopts_changed(struct tp *t)
 	static const int opt[2] = {SO_RCVTIMEO, SO_SNDTIMEO};
 	int v = 1;
 	socklen_t l = sizeof(v);
-
 	struct linger lg = {0, 0};
 
 	if (rsock_real.getsockopt(t->tcp_fd, SOL_SOCKET, SO_RCVLOWAT, &v, &l) == 0)
