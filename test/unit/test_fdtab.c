@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -160,6 +161,24 @@ static void test_own(void **state)
 	assert_false(ownfd_is(q[0]));
 	assert_true(fcntl(q[0], F_GETFD) >= 0);
 	ownfd_close(d);
+
+	/* a limit on open files that leaves no number at OWNFD_BASE and above
+	 * for a stream's two: no room, and ownfd_dup_high says EMFILE */
+	struct rlimit rl, low;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	assert_true(ownfd_room() == (rl.rlim_cur >= OWNFD_BASE + 2));
+	low = rl;
+	low.rlim_cur = OWNFD_BASE + 1;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	assert_false(ownfd_room());
+	low.rlim_cur = OWNFD_BASE;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	assert_int_equal(ownfd_dup_high(q[0]), -1);
+	assert_int_equal(errno, EMFILE);
+	low.rlim_cur = OWNFD_BASE + 2;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	assert_true(ownfd_room());
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 
 	ownfd_close(hi);
 	assert_int_equal(fcntl(hi, F_GETFD), -1);

@@ -60,6 +60,34 @@ static int each_turn(void)
 	return 0;
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Per-turn work that waits on time: it runs once its due time (ms) has
+ * come, and then, once, asks for its next turn itself 30 ms later. */
+static _Atomic int64_t timed_due;
+static _Atomic int timed_runs, timed_again;
+
+static int timed_turn(void)
+{
+	int64_t d = atomic_load(&timed_due);
+
+	if (!d || now_ms() < d)
+		return 0;
+	atomic_fetch_add(&timed_runs, 1);
+	atomic_store(&timed_due, 0);
+	if (atomic_exchange(&timed_again, 0)) {
+		atomic_store(&timed_due, now_ms() + 30);
+		service_wake_after(30); /* (from the thread: no wake of its own) */
+	}
+	return 0;
+}
+
 /* Wait (bounded) until *v reaches want. */
 static int wait_for(_Atomic int *v, int want)
 {
@@ -86,6 +114,7 @@ static void start(void **state)
 	assert_int_equal(service_watch(pa[0], POLLIN, on_a, &pa), 0); /* before the start */
 	assert_int_equal(service_watch(pa[0], POLLIN, on_a, &pa), -EEXIST);
 	assert_int_equal(service_each_turn(each_turn), 0);
+	assert_int_equal(service_each_turn(timed_turn), 0);
 	assert_int_equal(service_running(), 0);
 	assert_int_equal(service_start(), 0);
 	assert_int_equal(service_start(), 0); /* one thread per process */
@@ -150,6 +179,24 @@ static void wake_after_runs_turn_later(void **state)
 	service_wake();
 	assert_true(wait_for(&turns, before + 11));
 	assert_int_equal(atomic_load(&ticks_wanted), 0);
+}
+
+static void timed_work_asks_its_next_turn(void **state)
+{
+	int64_t t0;
+
+	(void)state;
+	usleep(20000); /* the thread asleep, without a time-out */
+	t0 = now_ms();
+	atomic_store(&timed_again, 1);
+	atomic_store(&timed_due, t0 + 60);
+	service_wake_after(60);
+	usleep(20000);
+	assert_int_equal(atomic_load(&timed_runs), 0); /* not due yet */
+	assert_true(wait_for(&timed_runs, 1));
+	assert_true(now_ms() - t0 >= 60);
+	/* the next turn the work asked for comes with no wake from outside */
+	assert_true(wait_for(&timed_runs, 2));
 }
 
 static void table_limit(void **state)
@@ -227,6 +274,7 @@ int main(void)
 		cmocka_unit_test(callback_stops_watch),
 		cmocka_unit_test(wake_runs_turn),
 		cmocka_unit_test(wake_after_runs_turn_later),
+		cmocka_unit_test(timed_work_asks_its_next_turn),
 		cmocka_unit_test(table_limit),
 		cmocka_unit_test(quiesce_parks_thread),
 		cmocka_unit_test(pause_parks_thread),
