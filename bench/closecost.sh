@@ -62,8 +62,6 @@ one() {
 	echo "$out"
 }
 
-# the median of the numbers on stdin
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "failed") }'; }
 
 declare -A ROWS
 cases="exchange write"
@@ -81,8 +79,7 @@ for case in $cases; do
 done
 
 # col CASE PATH N: the median of column N over the rounds
-col() { awk -v n="$3" 'NF >= 4 { print $n }' <<<"${ROWS[$1.$2]}" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }'; }
+col() { awk -v n="$3" 'NF >= 4 { print $n }' <<<"${ROWS[$1.$2]}" | median_first; }
 
 echo "@@file closecost-latest.md"
 echo "### close() of a stream ($(date -u +%Y-%m-%d), soft-RoCE guest, median of $ROUNDS rounds of $COUNT connections)"
@@ -97,7 +94,7 @@ for case in $cases; do
 	t=$(col "$case" tcp 1)
 	for path in $paths; do
 		p=$(col "$case" "$path" 1)
-		echo "| $case | $path | $p | $(col "$case" "$path" 2) | $(col "$case" "$path" 3) | $(ratio "$p" "$t") | $(col "$case" "$path" 4) |"
+		echo "| $case | $path | $p | $(col "$case" "$path" 2) | $(col "$case" "$path" 3) | $(ratio_x "$p" "$t") | $(col "$case" "$path" 4) |"
 	done
 done
 echo

@@ -11,3 +11,10 @@ wait_port() {
 	done
 	return 1
 }
+
+# median_first: the median of the first fields of the lines on stdin
+# ("failed" for none).
+median_first() { sort -g | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "failed") }'; }
+
+# ratio_x A B: A / B as "1.23x", "-" unless both are positive numbers.
+ratio_x() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }'; }

@@ -64,8 +64,6 @@ one() {
 	echo "$out $(($(now_us) - t0))"
 }
 
-# the median of the numbers on stdin
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "failed") }'; }
 
 declare -A ROWS
 cases="plain no-rdma librsock"
@@ -91,8 +89,7 @@ for case in $cases; do
 done
 
 # col CASE PATH N: the median of column N over the case's processes
-col() { awk -v n="$3" 'NF >= 5 && $1 != "failed" { print $n }' <<<"${ROWS[$1.$2]}" | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2fx", a / b; else print "-" }'; }
+col() { awk -v n="$3" 'NF >= 5 && $1 != "failed" { print $n }' <<<"${ROWS[$1.$2]}" | median_first; }
 
 echo "@@file firstconn-latest.md"
 echo "### A fresh process's first connection ($(date -u +%Y-%m-%d), soft-RoCE guest, median of $RUNS processes)"
@@ -106,7 +103,7 @@ echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for case in $cases; do
 	t=$(col "$case" tcp 1) l=$(col "$case" librsock 1)
 	tw=$(col "$case" tcp 5) lw=$(col "$case" librsock 5)
-	echo "| $case | $t | $l | $(ratio "$l" "$t") | $tw | $lw | $(ratio "$lw" "$tw") | $(col "$case" librsock 2) | $(col "$case" tcp 4) | $(col "$case" librsock 4) |"
+	echo "| $case | $t | $l | $(ratio_x "$l" "$t") | $tw | $lw | $(ratio_x "$lw" "$tw") | $(col "$case" librsock 2) | $(col "$case" tcp 4) | $(col "$case" librsock 4) |"
 done
 echo
 echo "Each librsock process in order, in process µs (the first finds no shared cache):"
