@@ -188,17 +188,26 @@ many_streams() {
 
 # ---- descriptors -----------------------------------------------------------------
 
+# fds_pair LIMIT STREAMS SECONDS: limits.py's fds client at RLIMIT_NOFILE
+# LIMIT over kernel TCP (tcp.txt) and under librsock (rdma.txt, log cli.log),
+# both shown; every stream each opened before EMFILE at socket() echoed
+# intact; FDS_TCP and FDS_RDMA say how many.
+fds_pair() {
+	bounded "$3" $LP fds "$ADDR_B" "$SRV_PORT" "$1" "$2" >tcp.txt
+	bounded "$3" env $(rsock_env cli) $LP fds "$ADDR_B" "$SRV_PORT" "$1" "$2" >rdma.txt
+	sed 's/^/# tcp:  /' tcp.txt >&3
+	sed 's/^/# rdma: /' rdma.txt >&3
+	FDS_TCP=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' tcp.txt)
+	FDS_RDMA=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' rdma.txt)
+	grep -qx "$FDS_TCP echoed intact" tcp.txt
+	grep -qx "$FDS_RDMA echoed intact" rdma.txt
+}
+
 @test "limits: RLIMIT_NOFILE 64 (below the library's descriptors at 512): socket() fails with EMFILE, the streams open keep working, new ones on TCP counted 'resources'" {
 	local t r
 	echo_srv
-	bounded 60 $LP fds "$ADDR_B" "$SRV_PORT" 64 100000 >tcp.txt
-	bounded 60 env $(rsock_env cli) $LP fds "$ADDR_B" "$SRV_PORT" 64 100000 >rdma.txt
-	sed 's/^/# tcp:  /' tcp.txt >&3
-	sed 's/^/# rdma: /' rdma.txt >&3
-	t=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' tcp.txt)
-	r=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' rdma.txt)
-	grep -qx "$t echoed intact" tcp.txt
-	grep -qx "$r echoed intact" rdma.txt
+	fds_pair 64 100000 60
+	t=$FDS_TCP r=$FDS_RDMA
 	# None of the library's descriptors takes one of the application's
 	# numbers: a stream's own, the process's (made with its first stream,
 	# ho_prepare), the device's command and event descriptors (moved), and
@@ -222,14 +231,8 @@ many_streams() {
 	[ "${RSOCK_KNOWN_BUGS:-}" = 1 ] ||
 		skip "known bug: a stream set up at the last descriptors above 512 can be reset (ENOTCONN); RSOCK_KNOWN_BUGS=1 runs it"
 	echo_srv
-	bounded 120 $LP fds "$ADDR_B" "$SRV_PORT" 560 1000 >tcp.txt
-	bounded 120 env $(rsock_env cli) $LP fds "$ADDR_B" "$SRV_PORT" 560 1000 >rdma.txt
-	sed 's/^/# tcp:  /' tcp.txt >&3
-	sed 's/^/# rdma: /' rdma.txt >&3
-	t=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' tcp.txt)
-	r=$(sed -n 's/^opened \([0-9]*\) then EMFILE at socket$/\1/p' rdma.txt)
-	grep -qx "$t echoed intact" tcp.txt
-	grep -qx "$r echoed intact" rdma.txt
+	fds_pair 560 1000 120
+	t=$FDS_TCP r=$FDS_RDMA
 	n=$(stat_of cli.log rdma)
 	stats_line cli.log | sed 's/^.*stats: /# /' >&3
 	[ "$n" -ge 10 ]
