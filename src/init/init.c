@@ -146,6 +146,8 @@ static void init_run(void)
 	service_each_turn(tp_reap);
 	/* the read marks due (path/rdma/mark.c) */
 	service_each_turn(tp_mark_turn);
+	/* the streams whose writes stalled (path/rdma/stall.c) */
+	service_each_turn(tp_stall_turn);
 	/* rsock-stat's segments of the user's processes that are gone, swept
 	 * once a segment of ours exists */
 	service_each_turn(statpub_turn);

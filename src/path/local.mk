@@ -23,6 +23,7 @@ librsock_core_la_SOURCES += \
 	src/path/rdma/recv.c \
 	src/path/rdma/send.c \
 	src/path/rdma/setup.c \
+	src/path/rdma/stall.c \
 	src/path/rdma/switch.c \
 	src/path/rdma/switched.c \
 	src/path/rdma/transport.h \

@@ -55,7 +55,9 @@ int tp_shutdown_wr(struct tp *t)
 	}
 	if (!t->fin_sent) {
 		tp_progress(t);
-		if (!tp_switched(t)) {
+		if (t->path_down && !tp_switched(t) && !t->err) {
+			t->fin_sent = 1; /* a failover under way: TCP's FIN ends it */
+		} else if (!tp_switched(t)) {
 			tp_send_credit(t);
 			rc = post_ctl(t, PROTO_IMM_FIN);
 			if (rc == 0)
@@ -104,9 +106,9 @@ static int drained(struct tp *t, int64_t now_ms)
 	int done;
 
 	mtx_lock(&t->lock);
-	if (t->sq_busy && !t->err && !t->peer_gone && !tp_switched(t)) {
+	if ((t->sq_busy || t->path_down) && !t->err && !t->peer_gone && !tp_switched(t)) {
 		tp_progress(t);
-		if (t->sq_busy && !t->err && !tp_switched(t))
+		if ((t->sq_busy || t->path_down) && !t->err && !tp_switched(t))
 			tp_check_control(t);
 		/* Only unsignalled ones (FIN or RESET could not be posted): a
 		 * fence's completion will say they are done. */
@@ -114,8 +116,9 @@ static int drained(struct tp *t, int64_t now_ms)
 		    t->sq_busy < TP_SQ_DEPTH && !atomic_load(&tp_creds_stale))
 			tp_post_fence(t);
 	}
-	done = !t->sq_busy || t->err || t->peer_gone || tp_switched(t);
-	if (!done && now_ms >= t->reap_until) {
+	/* A failover under way ends in its own time (its bound: fo_bound). */
+	done = (!t->sq_busy && !t->path_down) || t->err || t->peer_gone || tp_switched(t);
+	if (!done && now_ms >= t->reap_until && !t->path_down) {
 		log_debug("fd %d: %u posted writes not complete %d ms after the close", t->tcp_fd,
 			  t->sq_busy, TP_LINGER_MS);
 		done = 1;
@@ -361,8 +364,10 @@ void tp_close(struct tp *t, int abort)
 	ho_unregister(&t->s, forked);
 	mtx_lock(&t->lock);
 	tp_mark_drop(t);
-	if (t->up && !tp_switched(t) && !t->err)
-		tp_progress(t); /* a broken path fails over first */
+	if (t->up && !tp_switched(t) && !t->err) {
+		tp_progress(t); /* a broken path fails over first, to its end */
+		tp_failover_wait(t, clock_now_ms() + TP_SWITCH_MS);
+	}
 	if (tp_switched(t)) {
 		/* Like TCP closing with unread data (unless another process may
 		 * hold the socket): the peer sees a reset. */
@@ -472,6 +477,8 @@ void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns)
 		log_debug("fd %d: at exit, moved to TCP for a child that may hold it", t->tcp_fd);
 		return;
 	}
+	if (t->up && !tp_switched(t) && !t->err && t->path_down)
+		tp_failover_wait(t, until_ns / 1000000); /* the peer's missing bytes, on TCP */
 	if (t->up && t->qp && !tp_switched(t) && !t->peer_gone)
 		tp_send_mark(t); /* what was read (mark.c) */
 	busy = t->sq_busy;

@@ -80,7 +80,12 @@ static int on_stream(struct path_stream *s, void *arg)
 			h->kind == TP_CM_DEVICE_REMOVAL ? "rdma_cm: its device is being removed"
 							: "rdma_cm: its address moved to another port",
 			TP_FAIL_PATH);
-		tp_failover_due(t);
+		/* The kernel's removal waits for the objects, which go once
+		 * the stream is on TCP: this failover is run to its end. */
+		if (h->kind == TP_CM_DEVICE_REMOVAL)
+			tp_failover_wait(t, clock_now_ms() + TP_SWITCH_MS);
+		else
+			tp_failover_due(t);
 	}
 	/* A stream left broken (no failover to be had) keeps them until its
 	 * close: its reads may still take what its ring holds. */

@@ -14,7 +14,7 @@
  * the messages fully read, never the ones merely received. */
 void tp_send_credit(struct tp *t)
 {
-	if (!t->rx_unacked || t->err || t->sq_busy >= TP_SQ_DEPTH)
+	if (!t->rx_unacked || t->err || t->path_down || t->sq_busy >= TP_SQ_DEPTH)
 		return;
 	tp_rx_msgs_read(t);
 	if (tp_post_write(t, NULL, 0, proto_imm_encode(PROTO_IMM_CREDIT, (uint32_t)t->rx_unacked), 0) == 0)

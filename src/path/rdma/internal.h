@@ -33,6 +33,9 @@ _Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "recei
 #define TP_CTL_RESERVE 2 /* send-queue slots kept for credits and FIN */
 #define TP_MIN_STAGE (16u * 1024) /* smallest staged piece of a larger send */
 #define TP_SWITCH_MS 10000 /* the most a hand-over waits for the peer */
+/* How often a failover waiting for the peer's SWITCH looks at its bound:
+ * whether the peer's kernel has acknowledged ours (switch.c, fo_bound). */
+#define TP_FO_LOOK_MS 1000
 /* The most a closed stream's posted writes are waited for (by the library's
  * thread, or in close() without one) before its QP goes. */
 #define TP_LINGER_MS 2000
@@ -175,10 +178,17 @@ enum tp_fail_kind {
  * it is broken with err (-errno), the peer told by a reset (see post.c). */
 void tp_fail(struct tp *t, int err, const char *why, enum tp_fail_kind kind);
 /* The failover, when the path broke and none runs (switch.c; tp_progress
- * calls it). */
+ * calls it): this side's SWITCH sent, the peer's taken when it is there;
+ * the wait for it is the stream's calls' and readiness's, never a call's
+ * own (doc/design.md, "Descriptors, fork, exec"). */
 void tp_failover_due(struct tp *t);
 /* Process every completion available; returns how many there were. */
 int tp_progress(struct tp *t);
+/* A signalled write is outstanding: the library's thread looks for stalls
+ * within TP_STALL_LOOK_MS (stall.c) unless a look is due already
+ * (tp_stall_asked: when, in ms; 0 when none is). */
+void tp_stall_arm(void);
+extern _Atomic int64_t tp_stall_asked RSOCK_HIDDEN;
 
 /* ---- wait.c: sleeping, waking, deadlines ---------------------------------- */
 
@@ -240,11 +250,9 @@ int tp_await_posted(struct tp *t, int64_t deadline);
  * NULL: this side speaks first), bounded by TP_SWITCH_MS; a failover when
  * the path broke or the peer's says FAILOVER. 0 or -errno. */
 int tp_switch_locked(struct tp *t, const struct proto_switch *peer);
-/* Nonzero while this thread is in a blocking send or receive of a stream
- * (ops.c): an exchange it runs waits out an outage of the control
- * connection as TCP does, beyond TP_SWITCH_MS (switch.c); any other call
- * (non-blocking, poll, epoll) gives up after TP_SWITCH_MS. */
-extern __thread int tp_patient RSOCK_HIDDEN __attribute__((tls_model("initial-exec")));
+/* A failover due (path_down), run to its end by deadline (ms): for those
+ * that cannot leave the peer's answer to later calls (close, exit). */
+void tp_failover_wait(struct tp *t, int64_t deadline);
 /* The failover (failover.c; doc/design.md, "Descriptors, fork, exec"):
  * the QP moved to its error state and its receives waited for (bounded),
  * so that the ring's tail counts for good what arrived. */

@@ -1,8 +1,7 @@
 /* ops.c - the RDMA path as a path (path.h): each op is a thin adapter to
  * the tp_* function of the same name (transport.h), which the compiler
- * turns into a jump (send and receive also mark the thread patient); the
- * few that were inline atomic accesses on the struct tp stay one atomic
- * access. */
+ * turns into a jump; the few that are inline atomic accesses on the struct
+ * tp stay one atomic access. */
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
@@ -16,30 +15,16 @@
 #include "path/registry.h"
 #include "path/rdma/transport.h"
 
-/* A send and a receive mark the thread patient (tp_patient) when they may
- * block: a failover they run waits out the control connection's outage. */
 static ssize_t ops_send(struct path_stream *s, const struct iovec *iov, int iovcnt, int flags,
 			int nonblock)
 {
-	int was = tp_patient;
-	ssize_t r;
-
-	tp_patient = !nonblock && !(flags & MSG_DONTWAIT);
-	r = tp_send(tp_of(s), iov, iovcnt, flags, nonblock);
-	tp_patient = was;
-	return r;
+	return tp_send(tp_of(s), iov, iovcnt, flags, nonblock);
 }
 
 static ssize_t ops_recv(struct path_stream *s, const struct iovec *iov, int iovcnt, int flags,
 			int nonblock)
 {
-	int was = tp_patient;
-	ssize_t r;
-
-	tp_patient = !nonblock && !(flags & MSG_DONTWAIT);
-	r = tp_recv(tp_of(s), iov, iovcnt, flags, nonblock);
-	tp_patient = was;
-	return r;
+	return tp_recv(tp_of(s), iov, iovcnt, flags, nonblock);
 }
 
 static int ops_readable_bytes(struct path_stream *s)

@@ -16,6 +16,22 @@
 #include "base/real.h"
 #include "path/rdma/internal.h"
 
+/* A signalled work request was just posted: what its completion will say
+ * is done (tp_progress), and when it was posted (its stall, stall.c). */
+static inline void sig_note(struct tp *t)
+{
+	unsigned slot = (t->sig_head + t->sig_count) % TP_SQ_DEPTH;
+
+	t->sig[slot].seq = t->sq_seq;
+	t->sig[slot].tx_tail = t->tx.tail;
+	t->sig[slot].peer_tail = t->peer.tail;
+	t->sig[slot].ms = clock_coarse_ms();
+	t->sig_count++;
+	t->sq_posted = 0;
+	if (RSOCK_UNLIKELY(!atomic_load_explicit(&tp_stall_asked, memory_order_relaxed)))
+		tp_stall_arm();
+}
+
 /* Post n (at most TP_RQ_BATCH) receives, zero-length (a WRITE WITH IMMEDIATE
  * only consumes one), as one chain: one call, one lock of the provider's
  * queue. */
@@ -56,15 +72,8 @@ int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32
 		return -rc;
 	t->sq_busy++;
 	t->sq_seq++;
-	if (signal) {
-		unsigned slot = (t->sig_head + t->sig_count) % TP_SQ_DEPTH;
-		t->sig[slot].seq = t->sq_seq;
-		t->sig[slot].tx_tail = t->tx.tail;
-		t->sig[slot].peer_tail = t->peer.tail;
-		t->sig[slot].ms = clock_coarse_ms();
-		t->sig_count++;
-		t->sq_posted = 0;
-	}
+	if (signal)
+		sig_note(t);
 	return 0;
 }
 
@@ -73,7 +82,6 @@ int tp_post_write(struct tp *t, struct ibv_sge *sge, uint32_t remote_off, uint32
 int tp_post_fence(struct tp *t)
 {
 	struct ibv_send_wr wr, *bad;
-	unsigned slot;
 	int rc;
 
 	memset(&wr, 0, sizeof(wr));
@@ -85,13 +93,7 @@ int tp_post_fence(struct tp *t)
 		return -rc;
 	t->sq_busy++;
 	t->sq_seq++;
-	slot = (t->sig_head + t->sig_count) % TP_SQ_DEPTH;
-	t->sig[slot].seq = t->sq_seq;
-	t->sig[slot].tx_tail = t->tx.tail;
-	t->sig[slot].peer_tail = t->peer.tail;
-	t->sig[slot].ms = clock_coarse_ms();
-	t->sig_count++;
-	t->sq_posted = 0;
+	sig_note(t);
 	return 0;
 }
 

@@ -24,7 +24,7 @@
  * that is done. Caller holds the lock. */
 static int writable_locked(struct tp *t)
 {
-	return ring_remote_space(&t->peer) >= t->peer.size / 3 &&
+	return !t->path_down && ring_remote_space(&t->peer) >= t->peer.size / 3 &&
 	       t->msg_count + TP_MAX_DATA_MSGS / 3 <= TP_MAX_DATA_MSGS && tp_send_room(t, 1, 0);
 }
 

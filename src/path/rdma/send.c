@@ -206,7 +206,8 @@ static RSOCK_NOINLINE ssize_t send_locked(struct tp *t, const struct iovec *iov,
 		if (!zc.mr && zc.off != done && !nonblock)
 			tp_zc_begin(t, &zc, iov, iovcnt, done, want);
 		int from_zc = zc.mr && done < zc.end;
-		n = tp_send_room(t, from_zc ? zc.end - done : want - done, from_zc);
+		/* A failover under way: no room until the stream is on TCP. */
+		n = RSOCK_UNLIKELY(t->path_down) ? 0 : tp_send_room(t, from_zc ? zc.end - done : want - done, from_zc);
 		if (!n) {
 			int w;
 			tp_pub_credits(t); /* rsock-stat's credits: as the sender blocks */
@@ -237,6 +238,10 @@ static RSOCK_NOINLINE ssize_t send_locked(struct tp *t, const struct iovec *iov,
 				else
 					r = -ESHUTDOWN;
 				break;
+			}
+			if (t->path_down && !t->err) {
+				r = 0; /* a failover under way: the loop waits for it */
+				continue;
 			}
 		}
 		if (r == -ESHUTDOWN) {

@@ -105,62 +105,72 @@ int tp_await_posted(struct tp *t, int64_t deadline)
 	return rc;
 }
 
-__thread int tp_patient __attribute__((tls_model("initial-exec")));
+/* The peer's SWITCH when it is whole on the control connection: consumed
+ * then (application data may follow it), 0 and *m. -EAGAIN while it is not;
+ * -EPIPE or -ECONNRESET when the peer closed its socket instead; -EPROTO,
+ * -ETIMEDOUT (TCP's). */
+static int take_switch(struct tp *t, struct proto_switch *m)
+{
+	uint8_t b[PROTO_MSG_MAX_LEN];
+	ssize_t r = rsock_real.recv(t->tcp_fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 
-/* While the peer's kernel has not acknowledged all we wrote on the control
- * connection (our SWITCH), the wire is out and TCP rides it out by its
- * retransmissions, or ends it with its own ETIMEDOUT: for a blocking call
- * (tp_patient) the wait for the peer's answer is TCP's, and its
- * TP_SWITCH_MS count starts once the peer's kernel has acknowledged
- * (doc/design.md, "Descriptors, fork, exec"). */
-static void outage_extends(struct tp *t, int64_t *deadline)
+	if (r > 0) {
+		int d = proto_switch_decode(b, (size_t)r, m);
+		if (d > 0) {
+			rsock_real.recv(t->tcp_fd, b, (size_t)d, MSG_DONTWAIT);
+			return 0;
+		}
+		return d == -EAGAIN ? -EAGAIN : -EPROTO;
+	}
+	if (r == 0)
+		return -EPIPE;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+		return -EAGAIN;
+	return errno == ECONNRESET || errno == ETIMEDOUT ? -errno : -EPIPE;
+}
+
+/* take_switch by deadline (ms), absorbing RDMA completions meanwhile.
+ * Caller holds the lock. */
+static int read_switch(struct tp *t, struct proto_switch *m, int64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = {.fd = t->tcp_fd, .events = POLLIN};
+		int rc = take_switch(t, m);
+
+		if (rc != -EAGAIN)
+			return rc;
+		tp_progress(t);
+		if (clock_now_ms() > deadline)
+			return -ETIMEDOUT;
+		/* (readable with a part of it: the rest is a moment away) */
+		if (rsock_real.poll(&p, 1, 2) > 0)
+			rsock_real.poll(NULL, 0, 1);
+	}
+}
+
+/* The bound of a failover's wait for the peer's SWITCH (doc/design.md,
+ * "Descriptors, fork, exec"): while the peer's kernel has not acknowledged
+ * ours, the wire is out, and TCP rides that out by its retransmissions or
+ * ends it with its own ETIMEDOUT; TP_SWITCH_MS counts from the
+ * acknowledgement. Looked at every TP_FO_LOOK_MS. -ETIMEDOUT once passed,
+ * else 0. Caller holds the lock. */
+static int fo_bound(struct tp *t)
 {
 	int q = 0;
 	int64_t now = clock_now_ms();
 
-	if (tp_patient && now + TP_SWITCH_MS > *deadline &&
-	    !rsock_real.ioctl(t->tcp_fd, SIOCOUTQ, &q) && q > 0)
-		*deadline = now + TP_SWITCH_MS;
-}
-
-/* Read the peer's SWITCH from the control connection, exactly its bytes
- * (application data follows it), absorbing RDMA completions meanwhile; an
- * outage of the control connection extends *deadline (outage_extends).
- * 0 and *m; -EPIPE or -ECONNRESET when the peer closed its socket instead;
- * -EPROTO, -ETIMEDOUT (also TCP's). Caller holds the lock. */
-static int read_switch(struct tp *t, struct proto_switch *m, int64_t *deadline)
-{
-	uint8_t b[PROTO_MSG_MAX_LEN];
-	size_t got = 0, need = PROTO_SWITCH_LEN;
-
-	for (;;) {
-		struct pollfd p = {.fd = t->tcp_fd, .events = POLLIN};
-		ssize_t r = rsock_real.recv(t->tcp_fd, b + got, need - got, MSG_DONTWAIT);
-
-		if (r > 0) {
-			int d;
-			got += (size_t)r;
-			d = proto_switch_decode(b, got, m);
-			if (d > 0)
-				return 0;
-			if (d != -EAGAIN)
-				return -EPROTO;
-			if (got >= 8) /* the length is known: read up to it */
-				need = (size_t)b[6] | (size_t)b[7] << 8;
-			if (need > sizeof(b) || need < got)
-				return -EPROTO;
-			continue;
-		}
-		if (r == 0)
-			return -EPIPE;
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			return errno == ECONNRESET || errno == ETIMEDOUT ? -errno : -EPIPE;
-		tp_progress(t);
-		outage_extends(t, deadline);
-		if (clock_now_ms() > *deadline)
-			return -ETIMEDOUT;
-		rsock_real.poll(&p, 1, 2);
+	if (now < t->fo_look_ms)
+		return 0;
+	if (!t->fo_acked && !rsock_real.ioctl(t->tcp_fd, SIOCOUTQ, &q) && q > 0) {
+		t->fo_look_ms = now + TP_FO_LOOK_MS;
+		return 0;
 	}
+	if (!t->fo_acked) {
+		t->fo_acked = 1;
+		t->fo_look_ms = now + TP_SWITCH_MS;
+		return 0;
+	}
+	return -ETIMEDOUT;
 }
 
 /* The switch itself, in the owning process, lock held. peer: the peer's
@@ -169,35 +179,48 @@ static int read_switch(struct tp *t, struct proto_switch *m, int64_t *deadline)
  * ways. On failure the kernel socket is shut down both ways (the
  * application sees EOF and EPIPE, never bytes out of order), or, for a
  * failover, the stream is broken (tp_fo_broken), and -errno returned. */
-static int switch_within(struct tp *t, const struct proto_switch *peer, int64_t deadline);
-static int switch_steps(struct tp *t, const struct proto_switch *peer, int64_t deadline);
+static int switch_within(struct tp *t, const struct proto_switch *peer, int64_t deadline, int wait);
+static int switch_steps(struct tp *t, const struct proto_switch *peer, int64_t deadline, int wait);
 
 int tp_switch_locked(struct tp *t, const struct proto_switch *peer)
 {
-	return switch_within(t, peer, clock_now_ms() + TP_SWITCH_MS);
+	return switch_within(t, peer, clock_now_ms() + TP_SWITCH_MS, 1);
 }
 
-/* switch_locked, bounded by deadline (CLOCK_MONOTONIC ms). */
-static int switch_within(struct tp *t, const struct proto_switch *peer, int64_t deadline)
+/* switch_locked, bounded by deadline (CLOCK_MONOTONIC ms). Without wait, a
+ * failover whose peer has not answered yet returns -EINPROGRESS. */
+static int switch_within(struct tp *t, const struct proto_switch *peer, int64_t deadline, int wait)
 {
 	int rc;
 
 	t->switching = 1;
-	rc = switch_steps(t, peer, deadline);
+	rc = switch_steps(t, peer, deadline, wait);
 	t->switching = 0;
 	return rc;
 }
 
 void tp_failover_due(struct tp *t)
 {
+	if (!t->path_down || t->switching || tp_switched(t) || t->err)
+		return;
+	/* Waiting for the peer's SWITCH: it comes through tp_check_control
+	 * (the control connection readable wakes every waiter); the bound
+	 * is looked at now and then, and a peer gone ends the wait at once. */
+	if (t->fo_sent && !t->peer_gone && clock_now_ms() < t->fo_look_ms)
+		return;
+	switch_within(t, NULL, clock_now_ms() + TP_SWITCH_MS, 0);
+}
+
+void tp_failover_wait(struct tp *t, int64_t deadline)
+{
 	if (t->path_down && !t->switching && !tp_switched(t) && !t->err)
-		switch_within(t, NULL, clock_now_ms() + TP_SWITCH_MS);
+		switch_within(t, NULL, deadline, 1);
 }
 
 /* Steps 1 to 4 of the exchange (doc/design.md, "Wire protocol"), or the
  * failover's: the QP frozen, the counts exchanged, the peer's missing bytes
  * written again. 0 or -errno. */
-static int exchange(struct tp *t, const struct proto_switch *peer, int64_t deadline)
+static int exchange(struct tp *t, const struct proto_switch *peer, int64_t deadline, int wait)
 {
 	int rc = 0, fo = t->path_down || (peer && (peer->flags & PROTO_SWITCH_FAILOVER));
 	struct proto_switch got;
@@ -224,11 +247,19 @@ static int exchange(struct tp *t, const struct proto_switch *peer, int64_t deadl
 	/* 2. Say where our RDMA bytes end, and (version 3) what we keep of
 	 * the peer's; TCP carries what follows. */
 	kept = t->rx.tail;
-	if (!rc)
+	if (!rc && !t->fo_sent) {
 		rc = tp_fo_send_switch(t, fo, deadline);
-	/* 3. Hear where the peer's end. */
+		if (!rc && fo) {
+			t->fo_sent = 1;
+			t->fo_look_ms = clock_now_ms() + TP_FO_LOOK_MS;
+		}
+	}
+	/* 3. Hear where the peer's end: a failover outside a synchronous
+	 * switch leaves the wait to the stream's calls and readiness. */
 	if (!rc && !peer) {
-		rc = read_switch(t, &got, &deadline);
+		rc = wait || !fo ? read_switch(t, &got, deadline) : take_switch(t, &got);
+		if (rc == -EAGAIN && !(rc = fo_bound(t)))
+			return -EINPROGRESS;
 		if (rc == 0) {
 			peer = &got;
 		} else if (rc == -EPIPE || rc == -ECONNRESET) {
@@ -273,15 +304,17 @@ static int exchange(struct tp *t, const struct proto_switch *peer, int64_t deadl
 	return rc;
 }
 
-static int switch_steps(struct tp *t, const struct proto_switch *peer, int64_t deadline)
+static int switch_steps(struct tp *t, const struct proto_switch *peer, int64_t deadline, int wait)
 {
 	int rc = 0;
 
 	if (tp_switched(t))
 		return 0;
 	tp_progress(t);
-	if (!t->err && !t->peer_gone)
-		rc = exchange(t, peer, deadline);
+	if (!t->err && !t->peer_gone) {
+		if ((rc = exchange(t, peer, deadline, wait)) == -EINPROGRESS)
+			return rc;
+	}
 	else if (t->path_down)
 		tp_fo_freeze(t); /* the peer is gone: keep what arrived */
 	if (!rc && tp_unread(t)) {
@@ -349,7 +382,7 @@ int tp_switch_for_children(struct tp *t, int forked, int64_t deadline, int *pfd)
 {
 	*pfd = -1;
 	if (!forked || !t->up || tp_switched(t) || t->err || t->peer_gone ||
-	    t->peer_version < PROTO_VERSION_SWITCH || switch_within(t, NULL, deadline))
+	    t->peer_version < PROTO_VERSION_SWITCH || switch_within(t, NULL, deadline, 1))
 		return 0;
 	if ((*pfd = tp_prefix_fd(t)) >= 0)
 		t->pre = NULL; /* an orphan now, left open: doc/design.md, "Descriptors, fork, exec" */

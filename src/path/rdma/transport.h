@@ -176,6 +176,9 @@ struct tp {
 	int switching;               /* in switch_within: the control connection is TCP's next */
 	int path_down;               /* -errno: the RDMA path broke, a failover is due */
 	int fo_frozen;               /* failing over: the QP is in error, the ring's tail final */
+	int fo_sent;                 /* our FAILOVER SWITCH is out: the peer's is awaited */
+	int fo_acked;                /* ... and the peer's kernel has acknowledged it */
+	int64_t fo_look_ms;          /* ... when the wait's bound is looked at next */
 	int failed_over;             /* moved to TCP by a failover (its ring set is not kept) */
 	int released;                /* its verbs objects and rdma_cm id went with its device
 	                                (tp_cm_event); cc's number is a never-readable
@@ -459,6 +462,10 @@ void tp_exit_drain(struct tp *t, pid_t self, int64_t until_ns);
  * (doc/design.md, "Wire protocol"). Returns 0 (a later turn is asked for
  * with service_wake_after). */
 int tp_mark_turn(void);
+/* The library's thread, each turn: a stream whose signalled write is
+ * overdue (TP_STALL_MS) fails over, whoever waits on it (stall.c). Returns
+ * 0 (a later turn is asked for with service_wake_after). */
+int tp_stall_turn(void);
 
 /* For init.c's pthread_atfork handlers: the ring cache's lock, the reap
  * list's and the read marks' are held across fork(). */

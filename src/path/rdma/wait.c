@@ -194,7 +194,14 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 		}
 	}
 	atomic_fetch_add(&t->sleepers, 1); /* before tp_arm(): see tp_wait_fd */
-	if ((rc = tp_arm(t))) {
+	/* Failing over, the QP is frozen: only the control connection has
+	 * news (the peer's SWITCH), and the bound is looked at in time. */
+	if (RSOCK_UNLIKELY(t->fo_frozen)) {
+		int64_t left = t->fo_look_ms - clock_now_ms();
+		int fm = left > 0 ? (int)left + 1 : 1;
+		if (ms < 0 || fm < ms)
+			ms = fm;
+	} else if ((rc = tp_arm(t))) {
 		atomic_fetch_sub(&t->sleepers, 1);
 		if (rc != -EACCES || !tp_creds_lost(t))
 			tp_fail(t, -ECONNRESET, "arming the completion queue failed", TP_FAIL_PATH);
@@ -211,13 +218,13 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 	/* A sleeper with a signalled write outstanding wakes when it is
 	 * overdue (TP_STALL_MS): a device that neither completes nor fails it
 	 * must not leave the stream asleep for ever. */
-	if (t->sig_count) {
+	if (t->sig_count && !t->fo_frozen) {
 		int64_t left = t->sig[t->sig_head].ms + TP_STALL_MS - clock_coarse_ms();
 		int sm = left > 0 ? (int)left + 10 : 10;
 		if (ms < 0 || sm < ms)
 			ms = sm;
 	}
-	p[0].fd = t->cc->fd;
+	p[0].fd = t->fo_frozen ? -1 : t->cc->fd;
 	p[0].events = POLLIN;
 	p[1].fd = t->tcp_fd;
 	p[1].events = POLLIN | POLLRDHUP;
