@@ -222,6 +222,28 @@ reset_outcome() {
 	failover_outcome cli
 }
 
+@test "inject: epoll registrations of a stream failed over under them (post_send fails): DEL, ADD and MOD answer as over kernel TCP" {
+	local port
+	port=$(free_port)
+	start_bg srv python3 "$BATS_TEST_DIRNAME/epswitch.py" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 40 python3 "$BATS_TEST_DIRNAME/epswitch.py" cli "$ADDR_B" "$port"
+	[ "$status" = 0 ] || { echo "$output"; false; }
+	printf '%s\n' "$output" >tcp.out
+	wait_bg "$BG_PID" 10
+	port=$(free_port)
+	start_bg srv env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 "$BATS_TEST_DIRNAME/epswitch.py" srv "$ADDR_B" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	run bounded 40 env RSOCK_FAULT=post_send:40 RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" \
+		LD_PRELOAD="$(rsock_preload_value)" python3 "$BATS_TEST_DIRNAME/epswitch.py" cli "$ADDR_B" "$port"
+	printf '%s\n' "$output" >rsock.out
+	wait_bg "$BG_PID" 10 || true
+	fired cli.log post_send
+	[ "$(stat_of cli.log failovers)" = 1 ] || { cat cli.log >&2; false; }
+	diff tcp.out rsock.out
+}
+
 @test "inject: ibv_post_recv fails on an established stream (the receiver's first repost): the stream fails over to TCP, nothing lost" {
 	pair "RSOCK_FAULT=post_recv:10" "" 20000000
 	fired srv.log post_recv

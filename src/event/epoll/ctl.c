@@ -93,15 +93,15 @@ static int ctl_mod(struct ep *ep, struct ep_item *it, struct epoll_event *ev)
 	return 0;
 }
 
-/* The path a registration of sc follows, for op: a stream moved to TCP with
- * nothing of its RDMA past left to read is registered as the kernel socket
- * it now is. */
-static int ctl_path(struct conn *sc, int op)
+/* The path a registration of sc follows: a stream moved to TCP with nothing
+ * of its RDMA past left to read is registered as the kernel socket it now
+ * is, and a later MOD or DEL goes to the kernel too, unless an item made
+ * before the move has it (ep_ctl finds the item first). */
+static int ctl_path(struct conn *sc)
 {
 	int path = atomic_load(&sc->path);
 
-	if (op == EPOLL_CTL_ADD && path == CONN_PATH_RDMA && sc->stream &&
-	    path_kernel_only(sc->stream))
+	if (path == CONN_PATH_RDMA && sc->stream && path_kernel_only(sc->stream))
 		path = CONN_PATH_TCP;
 	return path;
 }
@@ -117,7 +117,7 @@ int ep_ctl(int epfd, int op, int fd, struct conn *sc, struct epoll_event *ev)
 
 	if (op == EPOLL_CTL_ADD)
 		conn_settle_maybe(sc, fd);
-	path = ctl_path(sc, op);
+	path = ctl_path(sc);
 	undecided = path == CONN_PATH_UNDECIDED && atomic_load(&sc->role) != CONN_ROLE_LISTENER;
 	if (sc->instance && op == EPOLL_CTL_ADD)
 		ep_nested(sc->instance); /* an epoll instance in another */
