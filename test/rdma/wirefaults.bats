@@ -24,13 +24,15 @@ FAULT_PACE=50       # ms after each write: about 5 s without a cut
 
 # fault_stream tcp|rsock: the paced stream both ways, in the background (the
 # server's directory in D), a second after it connected (over librsock,
-# after it went RDMA, the counters' snapshot taken before).
+# after it went RDMA, the counters' snapshot taken before). EVENTS=1: both
+# ends event-driven (non-blocking, epoll: wirestream.py's WIRESTREAM_EVENTS).
 fault_stream() {
-	local i se=(env -u LD_PRELOAD) ce=(env -u LD_PRELOAD)
+	local i ev=WIRESTREAM_EVENTS=${EVENTS:-0} se ce
+	se=(env -u LD_PRELOAD "$ev") ce=(env -u LD_PRELOAD "$ev")
 	D=$(peer_dir srv)
 	if [ "$1" = rsock ]; then
-		se=("$(rsock_in srv "$D")" RSOCK_LOG_LEVEL=debug)
-		ce=("$(rsock_in cli "$PWD")" RSOCK_LOG_LEVEL=debug)
+		se=("$(rsock_in srv "$D")" RSOCK_LOG_LEVEL=debug "$ev")
+		ce=("$(rsock_in cli "$PWD")" RSOCK_LOG_LEVEL=debug "$ev")
 		wire_snapshot s
 	fi
 	stream_pair "$ADDR_B" "$ADDR_A" $FAULT_BYTES $FAULT_PACE "${se[*]}" "${ce[*]}"
@@ -89,7 +91,14 @@ cut_now() {
 # stream_end tcp|rsock: both ends got every byte; the stalls in STALL_A,
 # STALL_B; over librsock the failovers each end counted in FO_A, FO_B.
 stream_end() {
-	wait_bg "$CLI_PID" 150
+	local rc=0
+	wait_bg "$CLI_PID" 150 || rc=$?
+	if [ "$rc" != 0 ]; then
+		echo "a's end exited with $rc:" >&2
+		cat cli.out cli.err >&2
+		[ ! -f cli.log ] || grep -hvE 'sent|received|credit|wrote|posted' cli.log "$D/srv.log" | tail -n 40 >&2
+		false
+	fi
 	peer_wait srv 60
 	streams_match cli.out "$D/out"
 	STALL_A=$(stall_of cli.out) STALL_B=$(stall_of "$D/out")
@@ -167,6 +176,12 @@ failed_over() {
 @test "wirefaults: the wire cut 1 s, intact over kernel TCP and over librsock (within the retries or by a failover)" {
 	cut_scenario 1
 	stalls_like_tcp 3
+}
+
+@test "wirefaults: the wire cut 16 s under event-driven ends (non-blocking, epoll), kernel TCP rides it out; librsock fails over at both ends and rides it out too" {
+	EVENTS=1 cut_scenario 16
+	failed_over
+	stalls_like_tcp 6
 }
 
 @test "wirefaults: the wire cut 30 s, kernel TCP rides it out by its retransmits; librsock fails over and rides it out too (RSOCK_SLOW_TESTS=1)" {

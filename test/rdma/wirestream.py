@@ -6,12 +6,17 @@ end's bytes to EOF.
 wirestream.py srv ADDR PORT N SEED [PACE_MS]: take one stream on ADDR:PORT.
 wirestream.py cli ADDR PORT N SEED [PACE_MS] [SRC]: connect (from SRC).
 PACE_MS: a pause after each write (a paced stream that lasts a while).
+WIRESTREAM_EVENTS=1 in the environment: one thread, a non-blocking socket
+and epoll (selectors), as an event-driven server runs, instead of a writing
+thread and a blocking reader.
 
 Prints, one per line: "connected" (at once), "sent BYTES SHA256", "got BYTES SHA256", "stall S"
 (the longest wait for the next bytes to arrive, in seconds), "took S".
 """
 import hashlib
+import os
 import random
+import selectors
 import socket
 import sys
 import threading
@@ -48,19 +53,73 @@ def send():
     sent["sha"] = hashlib.sha256(data).hexdigest()
 
 
-w = threading.Thread(target=send)
-w.start()
-h, got, stall, last = hashlib.sha256(), 0, 0.0, time.monotonic()
-while True:
-    b = s.recv(1 << 20)
-    now = time.monotonic()
-    stall = max(stall, now - last)
-    last = now
-    if not b:
-        break
-    h.update(b)
-    got += len(b)
-w.join()
+
+
+def events():
+    """Both ways in one thread: epoll says when to read and when a write fits."""
+    s.setblocking(False)
+    sel = selectors.DefaultSelector()
+    h, got, stall, last = hashlib.sha256(), 0, 0.0, time.monotonic()
+    off, chunk_end, next_at, eof, shut, mask = 0, 0, 0.0, False, False, 0
+    while not (eof and shut):
+        now = time.monotonic()
+        want_write = not shut and (off < chunk_end or now >= next_at)
+        m = (0 if eof else selectors.EVENT_READ) | (selectors.EVENT_WRITE if want_write else 0)
+        if m != mask:
+            if mask and m:
+                sel.modify(s, m)
+            elif m:
+                sel.register(s, m)
+            else:
+                sel.unregister(s)
+            mask = m
+        timeout = None if want_write else max(0.0, next_at - now)
+        ready = sel.select(timeout) if mask else (time.sleep(timeout), [])[1]
+        for _, ev in ready:
+            if ev & selectors.EVENT_READ:
+                try:
+                    b = s.recv(1 << 20)
+                except BlockingIOError:
+                    continue
+                now = time.monotonic()
+                stall = max(stall, now - last)
+                last = now
+                eof = not b
+                h.update(b)
+                got += len(b)
+            if ev & selectors.EVENT_WRITE:
+                if off >= chunk_end:
+                    if off >= n:
+                        s.shutdown(socket.SHUT_WR)
+                        shut = True
+                        sent["sha"] = hashlib.sha256(data).hexdigest()
+                        continue
+                    chunk_end = min(n, off + 65536)
+                try:
+                    off += s.send(data[off:chunk_end])
+                except BlockingIOError:
+                    pass
+                if off >= chunk_end:
+                    next_at = time.monotonic() + pace
+    return h, got, stall
+
+
+if os.environ.get("WIRESTREAM_EVENTS") == "1":
+    h, got, stall = events()
+else:
+    w = threading.Thread(target=send)
+    w.start()
+    h, got, stall, last = hashlib.sha256(), 0, 0.0, time.monotonic()
+    while True:
+        b = s.recv(1 << 20)
+        now = time.monotonic()
+        stall = max(stall, now - last)
+        last = now
+        if not b:
+            break
+        h.update(b)
+        got += len(b)
+    w.join()
 s.close()
 print("sent %d %s" % (n, sent["sha"]))
 print("got %d %s" % (got, h.hexdigest()))
