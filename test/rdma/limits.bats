@@ -86,6 +86,24 @@ echo_srv() {
 	rdma_crossed 200
 }
 
+# TCP's reset leaves its error in the socket until a call reports it:
+# getsockopt(SO_ERROR) once (then 0), poll's POLLERR until then.
+@test "limits: a peer killed with 100 bytes or 10 KB unread: getsockopt(SO_ERROR) says ECONNRESET once, poll POLLERR until it did, then read EOF and write EPIPE; one that read them: 0; as over kernel TCP" {
+	local cases="sendrst:100/soerr sendrst:10000/soerr sendrst:100/pollsoerr recv:100/soerr recv:100/pollsoerr" port
+	port=$(free_port)
+	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
+	port=$(free_port)
+	rdma_snapshot
+	bounded 90 env $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
+	same_outcome
+	[ "$(grep -c 'SO_ERROR ECONNRESET then 0; then poll IN|HUP|RDHUP; then read 0 bytes then EOF; then write EPIPE' rdma.txt)" -eq 3 ]
+	grep -q 'pollsoerr: .*poll IN|ERR|HUP|RDHUP; SO_ERROR ECONNRESET' rdma.txt
+	[ "$(grep -c 'SO_ERROR 0 then 0' rdma.txt)" -eq 2 ]
+	[ "$(stat_of cli.log rdma)" -eq 5 ]
+	stats_only_rdma cli.log
+	rdma_crossed 100
+}
+
 @test "limits: a peer stopped (SIGSTOP) for 3 s mid-stream, then continued: the echo goes on intact, no error, as over kernel TCP" {
 	local run port pre t0 t1 i n=20000000
 	rand_file data "$n"

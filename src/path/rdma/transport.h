@@ -414,6 +414,11 @@ int tp_event_fd(struct tp *t);
 /* Bytes readable now (FIONREAD). */
 int tp_readable_bytes(struct tp *t);
 
+/* getsockopt(SO_ERROR) (path.h: sock_error): the stream's error not told
+ * yet, as a positive errno, now told; else 0. Looks at the control
+ * connection first, as readiness does. Takes the lock. */
+int tp_sock_error(struct tp *t);
+
 /* shutdown(SHUT_RD) of the application's descriptor fd: reads return what
  * the ring holds, then 0, and blocked readers wake. Returns 0 or -errno. */
 int tp_shutdown_rd(struct tp *t, int fd);
