@@ -376,9 +376,11 @@ RSOCK_EXPORT int shutdown(int fd, int how)
 SHIM_SLOW_FN(int, getsockopt_slow, (int fd, int level, int name, void *val, socklen_t *len),
 	     (fd, level, name, val, len))
 {
-	int r = REAL_CALL(getsockopt, fd, level, name, val, len), kv = 0, e;
+	int r, kv = 0, e;
 	struct conn *c;
 
+	shim_active_quiet(); /* (initialisation first: rsock_real) */
+	r = REAL_CALL(getsockopt, fd, level, name, val, len);
 	if (r || level != SOL_SOCKET || name != SO_ERROR || *len > sizeof(int))
 		return r;
 	memcpy(&kv, val, *len);
