@@ -36,6 +36,8 @@ static const struct {
 	[FAULT_SWITCH_DROP] = {"switch_drop", V_NONE, 1},
 	[FAULT_CM_ADDR_CHANGE] = {"cm_addr_change", V_MS, 1000},
 	[FAULT_CM_REMOVAL] = {"cm_removal", V_MS, 1000},
+	[FAULT_CQ_ERR] = {"cq_err", V_MS, 1000},
+	[FAULT_CQ_SMALL] = {"cq_small", V_MS, 16},
 };
 
 static const struct {

@@ -10,8 +10,9 @@
  * VALUE: an errno name or number for the verbs sites (default ENOMEM, EIO
  * for req_notify), a completion status for wc (rem_access, retry_exc,
  * rnr_retry_exc, loc_prot, or a number; default rem_access),
- * milliseconds for cm_late (default 1000) and for cm_addr_change and
- * cm_removal (the event's delay after the stream came up, default 1000);
+ * milliseconds for cm_late (default 1000) and for cm_addr_change,
+ * cm_removal and cq_err (the event's delay after the stream came up,
+ * default 1000), entries for cq_small (default 16);
  * none for the others. A site appears once; anything malformed arms
  * nothing. */
 #ifndef RSOCK_FAULT_H
@@ -32,6 +33,8 @@ enum fault_site {
 	FAULT_SWITCH_DROP,  /* a SWITCH read from the peer goes unanswered */
 	FAULT_CM_ADDR_CHANGE, /* a stream that comes up gets a made-up ADDR_CHANGE */
 	FAULT_CM_REMOVAL,   /* ... a made-up DEVICE_REMOVAL (the device stays) */
+	FAULT_CQ_ERR,       /* ... a made-up IBV_EVENT_CQ_ERR: its CQ overran */
+	FAULT_CQ_SMALL,     /* a stream's CQ made with VALUE entries: it can overrun */
 	FAULT_SITES
 };
 

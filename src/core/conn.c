@@ -134,6 +134,13 @@ void conn_settle(struct conn *c, int fd, int how)
 	enum rsock_fallback_reason why;
 	int rc, decided = 0, pub_why = -1;
 
+	/* The settling thread's duplicate goes before the wait: else a server
+	 * whose threads each wait for a hello that never comes (a client that
+	 * stayed on TCP after its probe) holds one more descriptor per stream
+	 * for the handshake bound, and its accept() fails with EMFILE where
+	 * kernel TCP's does not. The thread serving the entry unlinked it
+	 * already and closes its duplicate when done. */
+	later_drop(c);
 	pthread_mutex_lock(&c->lock);
 	if (atomic_load(&c->hello_due)) {
 		struct cm_client *st = c->client;
@@ -173,7 +180,6 @@ void conn_settle(struct conn *c, int fd, int how)
 	pthread_mutex_unlock(&c->lock);
 	if (decided)
 		conn_publish(c, fd, NULL, 0, 0, pub_why);
-	later_drop(c);
 }
 
 void conn_fd_gone(struct conn *c)

@@ -126,5 +126,5 @@ void cm_data_up(struct cm_client *c)
 		c->tp->ch = NULL;
 	}
 	pthread_mutex_unlock(&cm_lock);
-	cm_fault_up(c->id);
+	cm_fault_up(c->tp);
 }

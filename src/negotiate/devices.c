@@ -10,6 +10,7 @@
 #include <net/if.h>
 #include <net/if_arp.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include "base/ownfd.h"
 #include "base/real.h"
 #include "base/proc.h"
+#include "service/service.h"
 
 #include "negotiate/internal.h"
 
@@ -38,6 +40,29 @@ struct cm_dev {
 	struct cm_dev *next;
 };
 static struct cm_dev *cm_devs;
+
+/* The device's asynchronous events, on the library's thread: a stream's CQ
+ * that overran or QP that failed fails over (tp_async_event), each event
+ * acknowledged first (a CQ or QP is destroyed only once its events are). */
+static int async_ready(int fd, short revents, void *arg)
+{
+	struct ibv_context *ctx = arg;
+	struct ibv_async_event ev;
+
+	(void)fd, (void)revents;
+	while (ibv_get_async_event(ctx, &ev) == 0) {
+		enum ibv_event_type type = ev.event_type;
+		const void *obj = type == IBV_EVENT_CQ_ERR     ? (const void *)ev.element.cq
+				  : type == IBV_EVENT_QP_FATAL ? (const void *)ev.element.qp
+							       : NULL;
+		ibv_ack_async_event(&ev);
+		log_debug("%s: asynchronous event %s", ibv_get_device_name(ctx->device),
+			  ibv_event_type_str(type));
+		if (obj)
+			tp_async_event(type, obj);
+	}
+	return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+}
 
 /* The record of ctx, created (owned by this process) if there is none.
  * Caller holds cm_lock. NULL when out of memory. */
@@ -64,6 +89,10 @@ static struct cm_dev *dev_find(struct ibv_context *ctx)
 		 * before this first sight of it. */
 		ctx->cmd_fd = ownfd_move(ctx->cmd_fd);
 		ctx->async_fd = ownfd_move(ctx->async_fd);
+		if (fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK) == 0 &&
+		    service_watch(ctx->async_fd, POLLIN, async_ready, ctx))
+			log_debug("%s: its asynchronous events are not watched",
+				  ibv_get_device_name(ctx->device));
 	}
 	return d;
 }
@@ -94,6 +123,7 @@ void cm_dev_forget(struct ibv_context *ctx)
 	for (struct cm_dev **pp = &cm_devs; *pp; pp = &(*pp)->next)
 		if ((*pp)->ctx == ctx) {
 			struct cm_dev *d = *pp;
+			service_unwatch(ctx->async_fd); /* (this process's watch, if any) */
 			*pp = d->next;
 			free(d);
 			return;

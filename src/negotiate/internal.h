@@ -75,8 +75,9 @@ struct cm_dev;
 struct cm_dev *cm_dev_mine(struct ibv_context *ctx);
 /* cm_dev_mine() for a caller that does not hold cm_lock: 1 or 0. */
 int cm_dev_usable(struct ibv_context *ctx);
-/* ctx's device is being removed: forget its record (the context goes once
- * librdmacm closes it). Caller holds cm_lock. */
+/* ctx's device is being removed: forget its record and stop watching its
+ * asynchronous events (the context goes once librdmacm closes it). Caller
+ * holds cm_lock. */
 void cm_dev_forget(struct ibv_context *ctx);
 /* Make librdmacm look at the devices again: it closes the context of a
  * device that is gone once no id of it remains (rdma_get_devices is its
@@ -204,9 +205,9 @@ void cm_listener_free(struct listener *l);
  * was being accepted: the stream, up now, fails over (tp_cm_event), in the
  * caller. */
 void cm_stream_event(struct rdma_cm_id *id, int kind);
-/* A stream is up on id: RSOCK_FAULT's cm_addr_change and cm_removal sites
- * make up their event for it (base/fault.h). */
-void cm_fault_up(struct rdma_cm_id *id);
+/* The stream t is up: RSOCK_FAULT's cm_addr_change, cm_removal and cq_err
+ * sites make up their event for it (base/fault.h). */
+void cm_fault_up(struct tp *t);
 
 /* ---- hello I/O on the control connection (hello.c) ---- */
 #define CM_CANCEL_LEN 8

@@ -305,7 +305,7 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
 	tp_up(p.tp);
 	*out = &p.tp->s; /* handed upward as a path (path.h) */
 	log_debug("accept: fd %d carried by RDMA", fd);
-	cm_fault_up(p.tp->id);
+	cm_fault_up(p.tp);
 	if (p.path_event) /* (its device went, or its address moved, meanwhile) */
 		cm_stream_event(p.tp->id, p.path_event - 1);
 	cm_listener_put(l);

@@ -220,18 +220,21 @@ static RSOCK_COLD struct rdma_cm_event *event_fault(struct rdma_cm_event *ev)
 	return ev;
 }
 
-/* RSOCK_FAULT's cm_addr_change and cm_removal sites (base/fault.h): the
- * event made up for a stream that came up, VALUE ms later, on the
- * library's thread (a timer it watches), as tp_cm_event takes a real one;
- * the device stays. One at a time; a stream closed by then is not found. */
+/* RSOCK_FAULT's cm_addr_change, cm_removal and cq_err sites (base/fault.h):
+ * the event made up for a stream that came up, VALUE ms later, on the
+ * library's thread (a timer it watches), as tp_cm_event and
+ * tp_async_event take a real one; the device stays. One at a time; a
+ * stream closed by then is not found. */
 static int synth_fd = -1;
 static pid_t synth_pid;
 static struct rdma_cm_id *synth_id;
+static struct ibv_cq *synth_cq; /* cq_err's */
 static enum tp_cm_kind synth_kind;
 
 static RSOCK_COLD int synth_ready(int fd, short revents, void *arg)
 {
 	struct rdma_cm_id *id, *doomed;
+	struct ibv_cq *cq;
 	enum tp_cm_kind kind;
 	uint64_t n;
 
@@ -240,9 +243,16 @@ static RSOCK_COLD int synth_ready(int fd, short revents, void *arg)
 		return 0;
 	pthread_mutex_lock(&cm_lock);
 	id = synth_id;
+	cq = synth_cq;
 	kind = synth_kind;
 	synth_id = NULL;
+	synth_cq = NULL;
 	pthread_mutex_unlock(&cm_lock);
+	if (cq) {
+		log_warn("RSOCK_FAULT: a made-up IBV_EVENT_CQ_ERR for a stream");
+		tp_async_event(IBV_EVENT_CQ_ERR, cq);
+		return 0;
+	}
 	if (!id)
 		return 0;
 	log_warn("RSOCK_FAULT: a made-up %s for a stream",
@@ -252,16 +262,17 @@ static RSOCK_COLD int synth_ready(int fd, short revents, void *arg)
 	return 0;
 }
 
-void cm_fault_up(struct rdma_cm_id *id)
+void cm_fault_up(struct tp *t)
 {
 	struct itimerspec its = {{0, 0}, {0, 0}};
-	int ms, a, r;
+	int ms, a, r, q;
 
-	if (!RSOCK_UNLIKELY(fault_armed) || !id)
+	if (!RSOCK_UNLIKELY(fault_armed) || !t->id)
 		return;
 	a = fault_hit(FAULT_CM_ADDR_CHANGE);
 	r = fault_hit(FAULT_CM_REMOVAL);
-	if (!(ms = a ?: r))
+	q = fault_hit(FAULT_CQ_ERR);
+	if (!(ms = a ?: r ?: q))
 		return;
 	its.it_value.tv_sec = ms / 1000;
 	its.it_value.tv_nsec = (long)(ms % 1000) * 1000000;
@@ -275,7 +286,8 @@ void cm_fault_up(struct rdma_cm_id *id)
 		synth_pid = rsock_pid();
 	}
 	if (synth_fd >= 0) {
-		synth_id = id;
+		synth_id = a || r ? t->id : NULL;
+		synth_cq = a || r ? NULL : t->cq;
 		synth_kind = a ? TP_CM_ADDR_CHANGE : TP_CM_DEVICE_REMOVAL;
 		timerfd_settime(synth_fd, 0, &its, NULL);
 	}

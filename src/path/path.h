@@ -112,6 +112,11 @@ struct path_ops {
 	/* The socket's SO_RCVLOWAT, SO_RCVTIMEO, SO_SNDTIMEO or SO_LINGER may
 	 * have changed: read them back from the kernel. */
 	void (*sockopts_changed)(struct path_stream *s);
+	/* getsockopt(SO_ERROR): the stream's error not yet told (a positive
+	 * errno, now told: as TCP's sock_error, the calls after it see the
+	 * end of the stream), or 0 (then the kernel socket's answer goes).
+	 * NULL: the kernel's only. */
+	int (*sock_error)(struct path_stream *s);
 	/* At exit: let what this process posted complete (bounded by until_ns,
 	 * clock_now_ns()); s stays open. self: the kernel's id of the process. */
 	void (*exit_drain)(struct path_stream *s, pid_t self, int64_t until_ns);
@@ -268,6 +273,11 @@ static inline void path_close(struct path_stream *s, int abort)
 static inline void path_sockopts_changed(struct path_stream *s)
 {
 	s->ops->sockopts_changed(s);
+}
+
+static inline int path_sock_error(struct path_stream *s)
+{
+	return s->ops->sock_error ? s->ops->sock_error(s) : 0;
 }
 
 static inline void path_exit_drain(struct path_stream *s, pid_t self, int64_t until_ns)

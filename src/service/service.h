@@ -32,9 +32,10 @@ typedef int (*service_cb)(int fd, short revents, void *arg);
  * every turn from the next one on. Watches are per process: a forked child
  * starts with none (the parent's thread watches the parent's). Registering
  * before service_start is fine. 0, -EEXIST (fd is watched already) or
- * -ENOSPC (SERVICE_WATCHES watches at most). Takes the service's table
- * lock, a leaf below cm_lock and ho_lock. */
-#define SERVICE_WATCHES 8
+ * -ENOSPC (SERVICE_WATCHES watches at most: the library's few, and each
+ * verbs device's asynchronous events). Takes the service's table lock, a
+ * leaf below cm_lock and ho_lock. */
+#define SERVICE_WATCHES 32
 int service_watch(int fd, short events, service_cb cb, void *arg);
 /* Stop watching fd (nothing when it is not watched). A callback already
  * running in the thread finishes its turn. */

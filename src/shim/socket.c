@@ -4,6 +4,7 @@
 #endif
 #include <netinet/in.h>
 #include <poll.h>
+#include <string.h>
 
 #include "shim/shim.h"
 
@@ -369,9 +370,33 @@ RSOCK_EXPORT int shutdown(int fd, int how)
 	return shutdown_slow(fd, how);
 }
 
+/* SO_ERROR of an RDMA stream: its error not yet told (a reset, a dead
+ * peer's), which TCP's socket would hold, when the kernel socket (the
+ * control connection) holds none; told once, as TCP's. */
+SHIM_SLOW_FN(int, getsockopt_slow, (int fd, int level, int name, void *val, socklen_t *len),
+	     (fd, level, name, val, len))
+{
+	int r, kv = 0, e;
+	struct conn *c;
+
+	shim_active_quiet(); /* (initialisation first: rsock_real) */
+	r = REAL_CALL(getsockopt, fd, level, name, val, len);
+	if (r || level != SOL_SOCKET || name != SO_ERROR || *len > sizeof(int))
+		return r;
+	memcpy(&kv, val, *len);
+	if (kv || !(c = shim_conn(fd)))
+		return r;
+	if (atomic_load(&c->path) == CONN_PATH_RDMA && (e = path_sock_error(c->stream)))
+		memcpy(val, &e, *len);
+	conn_unref(c);
+	return r;
+}
+
 RSOCK_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
-	SHIM_PASS_FD(getsockopt, fd, fd, level, name, val, len);
+	if (shim_fast(fd))
+		return rsock_real.getsockopt(fd, level, name, val, len);
+	return getsockopt_slow(fd, level, name, val, len);
 }
 
 /* The SOL_SOCKET options an RDMA stream keeps a copy of (path.h:

@@ -90,6 +90,25 @@ pair() {
 	grep -qx 'server echoed 1048576' srv.out
 }
 
+# test/rdma/limits.py's kill cases (a peer SIGKILLed with the survivor's
+# bytes unread, or after reading them; the survivor's read, poll, epoll,
+# getsockopt(SO_ERROR)) over kernel TCP and the same-host path.
+@test "shm: a peer killed with our bytes unread or read: read, poll, epoll and SO_ERROR see what kernel TCP's show (a reset told once, else EOF)" {
+	local cases="sendrst:100/read sendrst:100/poll sendrst:100/soerr sendrst:100/pollsoerr recv:100/read
+		recv:10000/read recv:100/epoll recv:100/soerr send/read unread/read" port
+	export PYTHONPATH=$RSOCK_SRC_DIR/test/rdma
+	port=$(free_port)
+	# shellcheck disable=SC2086 # the cases split into words
+	bounded 120 python3 "$PYTHONPATH/limits.py" kill 127.0.0.1 "$port" $cases >tcp.txt
+	port=$(free_port)
+	# shellcheck disable=SC2086
+	bounded 120 env RSOCK_MODE=shm RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/shm.log" LD_PRELOAD="$RSOCK_LIB" \
+		python3 "$PYTHONPATH/limits.py" kill 127.0.0.1 "$port" $cases >shm.txt
+	diff -u tcp.txt shm.txt >&2
+	grep -q 'SO_ERROR ECONNRESET then 0' shm.txt
+	grep -q 'stats: same-host streams=10 ' shm.log || { grep stats shm.log >&2; false; }
+}
+
 @test "shm: a use shm rule turns it on; without it (the default) a local stream stays on TCP" {
 	echo 'use shm * * *' >rules
 	pair RSOCK_CONF=$PWD/rules RSOCK_CONF=$PWD/rules

@@ -5,7 +5,7 @@
 #   set-up (a QP, a registration, late or reordered rdma_cm events): the
 #     stream stays on TCP, every byte intact, the fallback counted by reason;
 #     under RSOCK_MODE=rdma, the documented error;
-#   data path (a post, a completion, the CQ) on an established stream: the
+#   data path (a post, a completion, the CQ, its overrun) on an established stream: the
 #     stream fails over to its control connection, every byte arrives once
 #     and the end is a clean EOF (failover_outcome); a completion that says
 #     the peer's device refused our write is the peer's protocol's business,
@@ -301,6 +301,29 @@ made_up() {
 	grep -q 'verbs objects given back' cli.log
 	stats_rdma cli.log 1 tx
 	failover_outcome cli
+	same_file data back "server to client"
+}
+
+# ---- asynchronous events of the device ----------------------------------------
+
+@test "inject: a made-up IBV_EVENT_CQ_ERR (its CQ overran) for the client's stream mid-echo: its library thread fails it over, nothing lost either way" {
+	pair "" "RSOCK_FAULT=cq_err=150 RSOCK_LOG_LEVEL=debug" 40000000 echo
+	grep -q 'RSOCK_FAULT: a made-up IBV_EVENT_CQ_ERR for a stream' cli.log
+	grep -q 'its completion queue overran (IBV_EVENT_CQ_ERR): the RDMA path is broken' cli.log
+	stats_rdma cli.log 1 tx
+	failover_outcome cli
+	same_file data back "server to client"
+}
+
+# A real overrun: soft-RoCE drops the completion that does not fit, raises
+# IBV_EVENT_CQ_ERR and moves the QP to its error state (a flushed completion
+# may say so first); completions lost are bytes the failover sends again.
+@test "inject: the server's CQ made with 1 entry (RSOCK_FAULT=cq_small=1) overruns mid-echo: the device's IBV_EVENT_CQ_ERR is read, the stream fails over, nothing lost either way" {
+	pair "RSOCK_FAULT=cq_small=1 RSOCK_LOG_LEVEL=debug" "" 40000000 echo
+	fired srv.log cq_small
+	grep -q 'asynchronous event CQ error' srv.log
+	grep -q 'the RDMA path is broken, the stream moves to TCP' srv.log
+	failover_outcome srv
 	same_file data back "server to client"
 }
 

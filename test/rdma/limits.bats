@@ -86,6 +86,24 @@ echo_srv() {
 	rdma_crossed 200
 }
 
+# TCP's reset leaves its error in the socket until a call reports it:
+# getsockopt(SO_ERROR) once (then 0), poll's POLLERR until then.
+@test "limits: a peer killed with 100 bytes or 10 KB unread: getsockopt(SO_ERROR) says ECONNRESET once, poll POLLERR until it did, then read EOF and write EPIPE; one that read them: 0; as over kernel TCP" {
+	local cases="sendrst:100/soerr sendrst:10000/soerr sendrst:100/pollsoerr recv:100/soerr recv:100/pollsoerr" port
+	port=$(free_port)
+	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
+	port=$(free_port)
+	rdma_snapshot
+	bounded 90 env $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
+	same_outcome
+	[ "$(grep -c 'SO_ERROR ECONNRESET then 0; then poll IN|HUP|RDHUP; then read 0 bytes then EOF; then write EPIPE' rdma.txt)" -eq 3 ]
+	grep -q 'pollsoerr: .*poll IN|ERR|HUP|RDHUP; SO_ERROR ECONNRESET' rdma.txt
+	[ "$(grep -c 'SO_ERROR 0 then 0' rdma.txt)" -eq 2 ]
+	[ "$(stat_of cli.log rdma)" -eq 5 ]
+	stats_only_rdma cli.log
+	rdma_crossed 100
+}
+
 @test "limits: a peer stopped (SIGSTOP) for 3 s mid-stream, then continued: the echo goes on intact, no error, as over kernel TCP" {
 	local run port pre t0 t1 i n=20000000
 	rand_file data "$n"
@@ -225,11 +243,6 @@ fds_pair() {
 # lifetimes") and the process's own, from its first stream on.
 @test "limits: RLIMIT_NOFILE 560 (above 512): EMFILE at socket() after as many streams as over kernel TCP less two for each RDMA stream and the process's own descriptors (at most 10), every echo intact" {
 	local t r n
-	# A known bug, open: now and then one stream set up as the library's
-	# descriptors above 512 run out is reset (its echo fails with ENOTCONN)
-	# instead of staying on TCP. RSOCK_KNOWN_BUGS=1 runs the test.
-	[ "${RSOCK_KNOWN_BUGS:-}" = 1 ] ||
-		skip "known bug: a stream set up at the last descriptors above 512 can be reset (ENOTCONN); RSOCK_KNOWN_BUGS=1 runs it"
 	echo_srv
 	fds_pair 560 1000 120
 	t=$FDS_TCP r=$FDS_RDMA
@@ -239,6 +252,26 @@ fds_pair() {
 	[ "$r" -le $((t - 2 * n)) ] && [ "$r" -ge $((t - 2 * n - 10)) ]
 	[ "$(stat_of cli.log tcp)" -eq $((r - n)) ]
 	[ "$(stat_of cli.log resources)" -eq $((r - n)) ]
+}
+
+# The clients probe, then stay on TCP without a hello: the server's threads
+# each wait for it until the client's bytes come. A settling duplicate
+# ("Choosing a path") held through that wait would be one more descriptor
+# per stream: accept() would fail with EMFILE where kernel TCP's does not
+# (the server then exits, its clients' streams reset).
+@test "limits: a server at RLIMIT_NOFILE 600 using each stream at once, 540 clients at once that probe, then stay on TCP (RSOCK_FAULT=reg_mr:1+): every accept() succeeds as over kernel TCP, every echo intact" {
+	SRV_PORT=$(free_port)
+	start_bg srv prlimit --nofile=600 env $(rsock_env srv) $LP srv "$ADDR_B" "$SRV_PORT"
+	local srv=$BG_PID
+	wait_for_port "$SRV_PORT" 15 "$srv"
+	bounded 90 $LP many "$ADDR_B" "$SRV_PORT" 540 1000 >tcp.txt
+	bounded 120 env RSOCK_FAULT=reg_mr:1+ $(rsock_env cli) $LP many "$ADDR_B" "$SRV_PORT" 540 1000 >rdma.txt
+	same_outcome
+	grep -qx "540 streams echoed intact" rdma.txt
+	kill -0 "$srv" || { cat srv.err >&2; return 1; }
+	grep -q 'RSOCK_FAULT: reg_mr fails' cli.log
+	[ "$(stat_of cli.log tcp)" -eq 540 ]
+	[ "$(stat_of cli.log resources)" -eq 540 ]
 }
 
 # acc_at_limit LIMIT K [after]: limits.py's acc (RLIMIT_NOFILE LIMIT, before

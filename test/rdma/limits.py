@@ -25,7 +25,9 @@ kill HOST PORT CASE...: for each CASE ("VICTIM[:BYTES]/OP") start this program a
     OP: what the survivor blocks in: read, write (norecv), poll or epoll
     (for input; for output with norecv). After a blocked read a write
     follows (sendrst, spillrst, unreadrst, recv), and a poll (sendrst,
-    spillrst).
+    spillrst). Or, blocked in nothing, 0.5 s after the kill: soerr
+    (getsockopt(SO_ERROR) twice, then poll, read and write) or pollsoerr
+    (a poll first).
 srv HOST PORT: an echo server for any number of streams at once (a thread
     each), up to its EOF.
 many HOST PORT K BYTES: open K streams to srv, all at once, then send BYTES
@@ -127,6 +129,12 @@ def wait_in(s, op, out):
     return "|".join(n for b, n in names if m & b) or "nothing"
 
 
+def soerr(s):
+    """getsockopt(SO_ERROR): the errno's name, or 0."""
+    e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    return errno.errorcode.get(e, str(e)) if e else "0"
+
+
 def write_until_error(s, deadline):
     """Small writes every 50 ms until one fails or the deadline: its errno."""
     try:
@@ -171,7 +179,17 @@ def kill_case(host, port, case):
         said.append("answer %r" % echoes.read_exact(s, 1))
     t = threading.Thread(target=kill_later, args=(0.3 if not what.startswith("unread") else 0.8,))
     t.start()
-    if what.startswith("unread"):
+    if op in ("soerr", "pollsoerr"):
+        t.join()
+        time.sleep(0.5)
+        if op == "pollsoerr":
+            said.append("poll %s" % wait_in(s, "poll", False))
+        said.append("SO_ERROR %s then %s" % (soerr(s), soerr(s)))
+        said.append("then poll %s" % wait_in(s, "poll", False))
+        got, end = readall(s)
+        said.append("then read %d bytes then %s" % (len(got), end))
+        said.append("then write %s" % write_until_error(s, time.monotonic() + 2))
+    elif what.startswith("unread"):
         t.join()
         time.sleep(0.3)
         got, end = readall(s)

@@ -51,6 +51,11 @@ static void test_occurrences(void **state)
 	assert_int_equal(p.site[FAULT_CM_ADDR_CHANGE].value, 250);
 	assert_int_equal(p.site[FAULT_CM_REMOVAL].value, 1000); /* the default delay */
 	assert_int_equal(fault_parse("cm_removal=EIO", &p), -EINVAL); /* milliseconds */
+	assert_int_equal(fault_parse("cq_err:3=150", &p), 1);
+	assert_int_equal(p.site[FAULT_CQ_ERR].first, 3);
+	assert_int_equal(p.site[FAULT_CQ_ERR].value, 150);
+	assert_int_equal(fault_parse("cq_small", &p), 1);
+	assert_int_equal(p.site[FAULT_CQ_SMALL].value, 16);
 }
 
 static void test_values(void **state)
@@ -128,6 +133,7 @@ static void test_hits(void **state)
 	assert_int_equal(fault_armed, 0);
 	assert_string_equal(fault_site_name(FAULT_SWITCH_DROP), "switch_drop");
 	assert_string_equal(fault_site_name(FAULT_CM_REMOVAL), "cm_removal");
+	assert_string_equal(fault_site_name(FAULT_CQ_ERR), "cq_err");
 }
 
 int main(void)

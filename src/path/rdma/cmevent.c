@@ -105,6 +105,39 @@ static int on_stream(struct path_stream *s, void *arg)
 	return 1;
 }
 
+struct async_hit {
+	enum ibv_event_type type;
+	const void *obj;
+};
+
+/* ho_each's look at one registered stream: the event's, when its CQ or QP
+ * is the event's. */
+static int on_async(struct path_stream *s, void *arg)
+{
+	struct async_hit *h = arg;
+	struct tp *t = tp_of(s);
+	int cq = h->type == IBV_EVENT_CQ_ERR;
+
+	if (s->ops != &tp_path_ops || (cq ? (const void *)t->cq : (const void *)t->qp) != h->obj)
+		return 0;
+	mtx_lock(&t->lock);
+	if (!tp_switched(t) && !t->err) {
+		tp_fail(t, -ECONNRESET,
+			cq ? "its completion queue overran (IBV_EVENT_CQ_ERR)" : "its QP failed (IBV_EVENT_QP_FATAL)",
+			TP_FAIL_PATH);
+		tp_failover_due(t);
+	}
+	mtx_unlock(&t->lock);
+	return 1;
+}
+
+int tp_async_event(enum ibv_event_type type, const void *obj)
+{
+	struct async_hit h = {.type = type, .obj = obj};
+
+	return obj ? ho_each(on_async, &h) : 0;
+}
+
 int tp_cm_event(struct rdma_cm_id *id, enum tp_cm_kind kind, struct rdma_cm_id **doomed)
 {
 	struct cm_hit h = {.id = id, .kind = kind};

@@ -129,6 +129,11 @@ static void ops_sockopts_changed(struct path_stream *s)
 	tp_sockopts_changed(tp_of(s));
 }
 
+static int ops_sock_error(struct path_stream *s)
+{
+	return tp_sock_error(tp_of(s));
+}
+
 static void ops_exit_drain(struct path_stream *s, pid_t self, int64_t until_ns)
 {
 	tp_exit_drain(tp_of(s), self, until_ns);
@@ -214,6 +219,7 @@ const struct path_ops tp_path_ops = {
 	.shutdown_wr = ops_shutdown_wr,
 	.close = ops_close,
 	.sockopts_changed = ops_sockopts_changed,
+	.sock_error = ops_sock_error,
 	.exit_drain = ops_exit_drain,
 	.handover = ops_handover,
 	.handover_shared = ops_handover_shared,

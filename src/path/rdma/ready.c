@@ -102,6 +102,22 @@ short tp_ready(struct tp *t, int do_arm, uint64_t *seq)
 	return ev;
 }
 
+int tp_sock_error(struct tp *t)
+{
+	int e = 0;
+
+	if (t->owner != rsock_pid() || tp_switched(t))
+		return 0; /* the kernel socket's own */
+	mtx_lock(&t->lock);
+	tp_progress(t);
+	atomic_store_explicit(&t->ctl_dirty, 0, memory_order_relaxed);
+	tp_check_control(t); /* (a peer gone, its reset, is seen there) */
+	if (!tp_switched(t) && t->err && t->err != -EPIPE && !t->err_told)
+		e = -tp_err_report(t, 0);
+	mtx_unlock(&t->lock);
+	return e;
+}
+
 int tp_readable_bytes(struct tp *t)
 {
 	uint64_t n;

@@ -206,9 +206,13 @@ int tp_create_cq(struct tp *t)
 		} else
 			rc = errno ? -errno : -ENOMEM;
 	}
-	if (!rc && t->cc && !t->cq &&
-	    !(t->cq = ibv_create_cq(ctx, TP_SQ_DEPTH + TP_RQ_DEPTH, t, t->cc, 0)))
-		rc = errno ? -errno : -ENOMEM;
+	if (!rc && t->cc && !t->cq) {
+		/* (RSOCK_FAULT's cq_small: a CQ too small for what may be
+		 * outstanding, which overruns) */
+		int n = fault_at(FAULT_CQ_SMALL);
+		if (!(t->cq = ibv_create_cq(ctx, n ?: TP_SQ_DEPTH + TP_RQ_DEPTH, t, t->cc, 0)))
+			rc = errno ? -errno : -ENOMEM;
+	}
 	mtx_unlock(&t->lock);
 	return rc;
 }

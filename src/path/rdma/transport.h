@@ -310,6 +310,16 @@ enum tp_cm_kind {
  * else 0. Takes ho_lock, then the stream's lock. */
 int tp_cm_event(struct rdma_cm_id *id, enum tp_cm_kind kind, struct rdma_cm_id **doomed);
 
+/* The device reported an asynchronous event of a stream's CQ or QP:
+ * IBV_EVENT_CQ_ERR (obj its CQ: an overrun, completions lost) or
+ * IBV_EVENT_QP_FATAL (obj its QP). The stream's
+ * RDMA path is broken and the failover runs now, in the caller (the
+ * library's thread), as for tp_cm_event. obj is only compared with the
+ * streams' own: the caller acknowledged the event already (a CQ or QP
+ * destroyed since matches none). Returns 1 when obj was a stream's, else 0.
+ * Takes ho_lock, then the stream's lock. */
+int tp_async_event(enum ibv_event_type type, const void *obj);
+
 /* The device of ctx is being removed: the ring cache frees its sets on ctx
  * and keeps none for it from now on (a closed stream's teardown frees them),
  * so that nothing of ours holds the device once the ids on it are
@@ -416,6 +426,11 @@ int tp_event_fd(struct tp *t);
 
 /* Bytes readable now (FIONREAD). */
 int tp_readable_bytes(struct tp *t);
+
+/* getsockopt(SO_ERROR) (path.h: sock_error): the stream's error not told
+ * yet, as a positive errno, now told; else 0. Looks at the control
+ * connection first, as readiness does. Takes the lock. */
+int tp_sock_error(struct tp *t);
 
 /* shutdown(SHUT_RD) of the application's descriptor fd: reads return what
  * the ring holds, then 0, and blocked readers wake. Returns 0 or -errno. */

@@ -155,11 +155,12 @@ static int rx_end(struct shm_stream *st)
 
 	if (st->rd_shut)
 		return 0;
-	if ((f & SHM_F_RESET) ||
-	    (st->peer_gone && !(f & SHM_F_FIN) && shm_tx_unread(&st->tx))) {
+	if ((f & SHM_F_RESET) || (st->peer_gone && !(f & SHM_F_FIN) &&
+				  (shm_tx_room(&st->tx), shm_tx_unread(&st->tx)))) {
 		/* A reset, or a peer that died with our bytes unread (its
-		 * kernel would have answered them with a reset): TCP reports
-		 * it once, then end of file. */
+		 * kernel would have answered them with a reset; its head read
+		 * afresh, not as the last send saw it): TCP reports it once,
+		 * then end of file. */
 		if (st->reset_told)
 			return 0;
 		st->reset_told = 1;
@@ -168,6 +169,23 @@ static int rx_end(struct shm_stream *st)
 	if ((f & SHM_F_FIN) || st->peer_gone)
 		return 0;
 	return 1;
+}
+
+int shm_sock_error(struct shm_stream *st)
+{
+	int e = 0;
+
+	if (st->owner != rsock_pid())
+		return 0; /* the kernel socket's own */
+	pthread_mutex_lock(&st->lock);
+	shm_pending_resolve(st);
+	shm_follow(st);
+	atomic_store_explicit(&st->ctl_dirty, 0, memory_order_relaxed);
+	shm_check_live(st); /* (a peer gone is seen there) */
+	if (!st->err && !atomic_load_explicit(&st->sw, memory_order_relaxed) && rx_end(st) < 0)
+		e = ECONNRESET;
+	pthread_mutex_unlock(&st->lock);
+	return e;
 }
 
 /* A read of the TCP connection (the peer moved there), lock not held: the
@@ -439,7 +457,9 @@ short shm_ready_locked(struct shm_stream *st)
 		return switched_ready(st, a);
 	if (st->err || (f & SHM_F_RESET) ||
 	    (st->peer_gone && !(f & SHM_F_FIN) && shm_tx_unread(&st->tx)))
-		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLERR | POLLHUP | POLLRDHUP;
+		/* a reset's error told (rx_end), as TCP's: no POLLERR after */
+		return POLLIN | POLLRDNORM | POLLOUT | POLLWRNORM | POLLHUP | POLLRDHUP |
+		       (st->err || !st->reset_told ? POLLERR : 0);
 	ended = st->rd_shut || (f & SHM_F_FIN) || st->peer_gone;
 	if ((a > 0 && a >= atomic_load_explicit(&st->rcvlowat, memory_order_relaxed)) || ended)
 		ev |= POLLIN | POLLRDNORM;

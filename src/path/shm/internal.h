@@ -143,5 +143,9 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 int64_t shm_unread(struct shm_stream *st);
 /* poll()'s bits for the stream now. Caller holds the lock. */
 short shm_ready_locked(struct shm_stream *st);
+/* getsockopt(SO_ERROR) (path.h: sock_error): ECONNRESET when the peer's
+ * reset (or its death with our bytes unread) is not told yet, now told;
+ * else 0. Looks at the peer's liveness first. Takes the lock. */
+int shm_sock_error(struct shm_stream *st);
 
 #endif

@@ -344,6 +344,11 @@ static void ops_close(struct path_stream *s, int abort)
 	free(st);
 }
 
+static int ops_sock_error(struct path_stream *s)
+{
+	return shm_sock_error(shm_of(s));
+}
+
 static void ops_sockopts_changed(struct path_stream *s)
 {
 	struct shm_stream *st = shm_of(s);
@@ -420,6 +425,7 @@ const struct path_ops shm_ops RSOCK_HIDDEN = {
 	.shutdown_wr = ops_shutdown_wr,
 	.close = ops_close,
 	.sockopts_changed = ops_sockopts_changed,
+	.sock_error = ops_sock_error,
 	.exit_drain = ops_exit_drain,
 	.handover = ops_handover,
 	.handover_shared = ops_handover,
