@@ -43,7 +43,7 @@ static pid_t sp_getpid(void)
 
 static void sp_name(char *buf, size_t len, pid_t pid)
 {
-	snprintf(buf, len, STATPUB_DIR "/" STATPUB_PREFIX "%d", (int)pid);
+	log_format(buf, len, STATPUB_DIR "/" STATPUB_PREFIX "%d", (int)pid);
 }
 
 /* Field 22 of /proc/self/stat: the process's start time, which tells a
@@ -68,8 +68,8 @@ static uint64_t sp_start_time(void)
 	p++;
 	for (int field = 3; field < 22 && p; field++)
 		p = strchr(p + 1, ' ');
-	if (p)
-		v = strtoull(p + 1, NULL, 10);
+	for (; p && *++p >= '0' && *p <= '9';)
+		v = v * 10 + (unsigned)(*p - '0');
 	return v;
 }
 
@@ -82,8 +82,9 @@ static int sp_make_file(pid_t pid)
 	int fd, rc;
 
 	sp_name(name, sizeof(name), pid);
-	unlink(name);
 	fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST && unlink(name) == 0)
+		fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)SP_LEN)) {
