@@ -125,7 +125,7 @@ static const struct {
 };
 
 static _Atomic(void *) rc_fn[RC_N];
-static _Atomic int rc_state; /* 0 not tried, 1 loaded, -1 not loadable */
+static _Atomic int rc_state; /* 0 not loaded (yet), 1 loaded, -1 a function missing */
 
 int rdmacore_load(void)
 {
@@ -138,7 +138,14 @@ int rdmacore_load(void)
 	/* librdmacm first: it loads libibverbs, its dependency */
 	h[RC_CM] = dlopen(libs[RC_CM], RTLD_NOW | RTLD_LOCAL);
 	h[RC_IBV] = h[RC_CM] ? dlopen(libs[RC_IBV], RTLD_NOW | RTLD_LOCAL) : NULL;
-	st = h[RC_CM] && h[RC_IBV] ? 1 : -1;
+	if (!h[RC_CM] || !h[RC_IBV]) {
+		/* not installed, or no descriptor to open it with (EMFILE):
+		 * no RDMA now, and the next need tries again */
+		log_warn_rl("rdma-core: %s: no RDMA for now", dlerror());
+		errno = saved;
+		return -ENODEV;
+	}
+	st = 1;
 	for (int i = 0; i < RC_N && st > 0; i++) {
 		void *p = dlvsym(h[rc_syms[i].lib], rc_syms[i].name, rc_syms[i].version);
 		if (!p) {
@@ -148,8 +155,6 @@ int rdmacore_load(void)
 		}
 		atomic_store_explicit(&rc_fn[i], p, memory_order_relaxed);
 	}
-	if (!h[RC_CM] || !h[RC_IBV])
-		log_warn("rdma-core: %s: no RDMA in this process", dlerror());
 	atomic_store_explicit(&rc_state, st, memory_order_release);
 	errno = saved;
 	return st > 0 ? 0 : -ENODEV;

@@ -10,8 +10,9 @@
 
 /* Load librdmacm and libibverbs and bind the functions the library uses,
  * once per process (later calls return the first outcome at once).
- * Returns 0, or -ENODEV when a library or a function is missing (then
- * every rdma-core function the library calls fails with ENODEV: no RDMA).
+ * Returns 0, or -ENODEV when a library cannot be loaded (the next call
+ * tries again) or a function is missing (for good); meanwhile every
+ * rdma-core function the library calls fails with ENODEV: no RDMA.
  * Thread-safe, no lock: threads racing here load the same objects. */
 int rdmacore_load(void);
 
