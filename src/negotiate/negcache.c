@@ -120,8 +120,15 @@ static int neg_file(void)
 	int fd;
 
 	if (neg_state == NEG_UNSET) {
-		log_format(neg_path, sizeof(neg_path), "/dev/shm/librsock-negcache.%d.%u.%llu",
-			   NEG_FILE_LAYOUT, (unsigned)geteuid(), cm_netns_id());
+		/* "/dev/shm/librsock-negcache.LAYOUT.UID.NETNS", 79 bytes at most */
+		static const char pre[] = "/dev/shm/librsock-negcache.";
+		char *p = neg_path + sizeof(pre) - 1;
+		memcpy(neg_path, pre, sizeof(pre) - 1);
+		p = log_dec(p, NEG_FILE_LAYOUT);
+		*p++ = '.';
+		p = log_dec(p, (unsigned)geteuid());
+		*p++ = '.';
+		*log_dec(p, cm_netns_id()) = 0;
 		neg_state = NEG_PATH;
 	}
 	if (neg_state != NEG_PATH)
