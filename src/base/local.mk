@@ -1,4 +1,4 @@
-## src/base: leaf utilities: logging, libc entry points, configuration, fault injection, rules, counters, rings, the wire format.
+## src/base: leaf utilities: logging, libc entry points, rdma-core loaded on first need, configuration, fault injection, rules, counters, rings, the wire format.
 librsock_core_la_SOURCES += \
 	src/base/compiler.h \
 	src/base/clock.h \
@@ -14,6 +14,8 @@ librsock_core_la_SOURCES += \
 	src/base/log.h \
 	src/base/real.c \
 	src/base/real.h \
+	src/base/rdmacore.c \
+	src/base/rdmacore.h \
 	src/base/config.c \
 	src/base/config.h \
 	src/base/fault.c \

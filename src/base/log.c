@@ -119,6 +119,19 @@ size_t log_vformat(char *buf, size_t size, const char *fmt, va_list ap)
 	return pos < size ? pos : (size ? size - 1 : 0);
 }
 
+char *log_dec(char *p, unsigned long long v)
+{
+	char tmp[20];
+	int n = 0;
+
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
 size_t log_format(char *buf, size_t size, const char *fmt, ...)
 {
 	va_list ap;

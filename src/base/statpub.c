@@ -41,9 +41,14 @@ static pid_t sp_getpid(void)
 	return (pid_t)syscall(SYS_getpid);
 }
 
+/* buf: at least 64 bytes */
 static void sp_name(char *buf, size_t len, pid_t pid)
 {
-	snprintf(buf, len, STATPUB_DIR "/" STATPUB_PREFIX "%d", (int)pid);
+	static const char pre[] = STATPUB_DIR "/" STATPUB_PREFIX;
+
+	(void)len;
+	memcpy(buf, pre, sizeof(pre) - 1);
+	*log_dec(buf + sizeof(pre) - 1, (unsigned)pid) = 0;
 }
 
 /* Field 22 of /proc/self/stat: the process's start time, which tells a
@@ -62,14 +67,15 @@ static uint64_t sp_start_time(void)
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
-	if (!(p = strrchr(buf, ')')))
+	for (p = buf + n; p > buf && p[-1] != ')'; p--) /* the last ')' (a name may hold one) */
+		;
+	if (p == buf)
 		return 0;
 	/* p is at the space before field 3; each step moves to the next field */
-	p++;
 	for (int field = 3; field < 22 && p; field++)
 		p = strchr(p + 1, ' ');
-	if (p)
-		v = strtoull(p + 1, NULL, 10);
+	for (; p && *++p >= '0' && *p <= '9';)
+		v = v * 10 + (unsigned)(*p - '0');
 	return v;
 }
 
@@ -82,8 +88,9 @@ static int sp_make_file(pid_t pid)
 	int fd, rc;
 
 	sp_name(name, sizeof(name), pid);
-	unlink(name);
 	fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST && unlink(name) == 0)
+		fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	if (ftruncate(fd, (off_t)SP_LEN)) {

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -36,7 +37,7 @@ struct fdtab_entry {
 fdbits_map fdtab_pages;
 
 /* Each tracked descriptor's conn, for fdtab_get without the lock: pages of
- * 4,096 slots (32 KiB), allocated at the first descriptor of their range.
+ * 4,096 slots (32 KiB), mapped at the first descriptor of their range.
  * Written under the write lock, beside the hash, which stays the table
  * (fdtab_each, fdtab_count, ranges). */
 #define SLOT_SHIFT 12
@@ -60,7 +61,12 @@ static int slot_set(unsigned fd, struct conn *c)
 	if (!page) {
 		if (!c)
 			return 0;
-		if (!(page = calloc((size_t)1 << SLOT_SHIFT, sizeof(*page))))
+		/* Mapped, not calloc'ed: calloc clears all 32 KiB, a page fault
+		 * each, at a process's first socket(); a mapping faults in
+		 * only the page a descriptor's slot is on. Never unmapped. */
+		page = mmap(NULL, ((size_t)1 << SLOT_SHIFT) * sizeof(*page), PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (page == MAP_FAILED)
 			return -ENOMEM;
 		atomic_store_explicit(&fdtab_slots[fd >> SLOT_SHIFT], page, memory_order_release);
 	}

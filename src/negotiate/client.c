@@ -112,8 +112,9 @@ static int client_device(struct cm_client *c, const struct sockaddr_storage *at,
  * c->peer (c->local, port 0) has an InfiniBand or RoCE device this process
  * may use. Decided from the routing table and sysfs (cm_dev_local) in
  * some 40 system calls, no device opened; only where sysfs cannot tell does
- * librdmacm decide (client_device, c->id then bound). 0, or -EOPNOTSUPP
- * with *why. */
+ * librdmacm decide (client_device, c->id then bound). A route without any
+ * enters the negative cache (CM_NEG_NO_DEVICE). 0, or -EOPNOTSUPP with
+ * *why. */
 static int client_local(struct cm_client *c, enum rsock_fallback_reason *why)
 {
 	char dev[64];
@@ -128,6 +129,7 @@ static int client_local(struct cm_client *c, enum rsock_fallback_reason *why)
 	switch (cm_dev_local((struct sockaddr *)&c->local, dev, sizeof(dev))) {
 	case CM_LOCAL_NONE:
 		log_debug("connect: no InfiniBand or RoCE device behind the route's netdev: TCP");
+		cm_neg_insert((struct sockaddr *)&c->peer, CM_NEG_NO_DEVICE);
 		return -EOPNOTSUPP;
 	case CM_LOCAL_RDMA:
 		if (!cm_dev_parent_has(dev))
@@ -215,8 +217,13 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 	}
 	if (sa_is_loopback(addr))
 		return -EOPNOTSUPP;
-	if (cm_neg_lookup(addr)) {
+	switch (cm_neg_lookup(addr)) {
+	case CM_NEG_PEER:
 		*why = RSOCK_FB_PEER;
+		return -EOPNOTSUPP;
+	case CM_NEG_NO_DEVICE:
+		log_debug("connect: no InfiniBand or RoCE device behind the route to this peer "
+			  "(the negative cache): TCP");
 		return -EOPNOTSUPP;
 	}
 	if (atomic_load_explicit(&tp_creds_stale, memory_order_relaxed)) {
@@ -243,7 +250,7 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
 	if (rc != 1) {
 		log_debug("probe of port %u: %s (%d)", sa_port(addr), rc == 0 ? "plain peer" : "failed", rc);
 		if (rc == 0 || rc == -ETIMEDOUT)
-			cm_neg_insert(addr);
+			cm_neg_insert(addr, CM_NEG_PEER);
 		*why = rc == 0 || rc == -ETIMEDOUT			    ? RSOCK_FB_PEER
 		       : rc == -EAGAIN || rc == -EMFILE || rc == -ENFILE ? RSOCK_FB_RESOURCES
 									    : RSOCK_FB_NO_DEVICE;

@@ -156,17 +156,17 @@ int cm_dev_parent_has(const char *name)
 	return found;
 }
 
-/* A path of at most PATH_MAX bytes into b: 0, or -1 when it does not fit
+/* A path shorter than PATH_MAX - 1 bytes into b: 0, or -1 when it does not fit
  * (nothing in sysfs is that long: treated as absent). */
 static int __attribute__((format(printf, 2, 3))) pathf(char *b, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
+	size_t n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(b, PATH_MAX, fmt, ap);
+	n = log_vformat(b, PATH_MAX, fmt, ap); /* (no stdio: a smaller formatter) */
 	va_end(ap);
-	return n < 0 || n >= PATH_MAX ? (b[0] = '\0', -1) : 0;
+	return n >= PATH_MAX - 1 ? (b[0] = '\0', -1) : 0;
 }
 
 /* The first line of the file at path (sysfs), without its newline: its
@@ -198,7 +198,7 @@ static int netdevs_below(const char *sys, const char *ifname, char names[][NETDE
 	char path[PATH_MAX], type[16];
 	int n = 1;
 
-	snprintf(names[0], NETDEV_NAME, "%s", ifname);
+	log_format(names[0], NETDEV_NAME, "%s", ifname);
 	for (int i = 0; i < n; i++) {
 		DIR *d;
 		struct dirent *e;
@@ -210,7 +210,7 @@ static int netdevs_below(const char *sys, const char *ifname, char names[][NETDE
 			return -1;
 		while ((e = readdir(d)) && n < NETDEV_MAX)
 			if (!strncmp(e->d_name, "lower_", 6))
-				snprintf(names[n++], NETDEV_NAME, "%s", e->d_name + 6);
+				log_format(names[n++], NETDEV_NAME, "%s", e->d_name + 6);
 		closedir(d);
 	}
 	return n;
@@ -271,7 +271,7 @@ int cm_dev_of_netdev(const char *sys, const char *ifname, char *dev, size_t len)
 		}
 		closedir(pd);
 		if (found) {
-			snprintf(dev, len, "%s", e->d_name);
+			log_format(dev, len, "%s", e->d_name);
 			pathf(path, "%s/class/infiniband/%s/node_type", sys, e->d_name);
 			if (read_line(path, type, sizeof(type)) <= 0 || atoi(type) != IBV_NODE_CA) {
 				/* iWARP: its rdma_cm connect is a TCP connection to
@@ -303,7 +303,7 @@ static int ifname_v4(const struct sockaddr *a, char *name, size_t len)
 				    &((const struct sockaddr_in *)a)->sin_addr, 4)) {
 				r[i].ifr_name[IFNAMSIZ - 1] = '\0';
 				r[i].ifr_name[strcspn(r[i].ifr_name, ":")] = '\0';
-				snprintf(name, len, "%s", r[i].ifr_name);
+				log_format(name, len, "%s", r[i].ifr_name);
 				rc = 0;
 			}
 	rsock_real.close(s);

@@ -96,12 +96,16 @@ int cm_dev_local(const struct sockaddr *src, char *dev, size_t len);
 int cm_dev_of_netdev(const char *sys, const char *ifname, char *dev, size_t len);
 
 /* ---- the negative cache (negcache.c) ---- */
-/* 1 when peer (address, port) is cached as no librsock, else 0. Takes
+/* What an entry says of a peer (address, port): no librsock there (its
+ * probe), or no RDMA device behind the route to it (the local check). */
+enum { CM_NEG_PEER = 1, CM_NEG_NO_DEVICE = 2 };
+/* CM_NEG_PEER or CM_NEG_NO_DEVICE when peer is cached, else 0. Takes
  * cm_lock. */
 int cm_neg_lookup(const struct sockaddr *peer);
-/* Cache peer for cm_settings.neg_cache_s seconds (the oldest of
- * NEG_SLOTS entries goes), here and in the shared file. Takes cm_lock. */
-void cm_neg_insert(const struct sockaddr *peer);
+/* Cache peer as `kind` (CM_NEG_*) for cm_settings.neg_cache_s seconds
+ * (the oldest of NEG_SLOTS entries goes), here and in the shared file.
+ * Takes cm_lock. */
+void cm_neg_insert(const struct sockaddr *peer, int kind);
 #define NEG_SLOTS 64
 #define NEG_FILE_SLOTS 256
 /* Share the cache through the file at path (made 0600 if need be; NULL:

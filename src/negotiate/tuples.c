@@ -39,12 +39,15 @@ unsigned long long cm_netns_id(void)
 {
 	char b[64], *p;
 	ssize_t n = readlink("/proc/self/ns/net", b, sizeof(b) - 1);
+	unsigned long long v = 0;
 
 	if (n <= 0)
 		return 0;
 	b[n] = 0;
-	p = strchr(b, '[');
-	return p ? strtoull(p + 1, NULL, 10) : 0;
+	/* "net:[4026531840]" */
+	for (p = strchr(b, '['); p && *++p >= '0' && *p <= '9';)
+		v = v * 10 + (unsigned)(*p - '0');
+	return v;
 }
 
 /* The named table of this user and namespace, created if need be; NULL

@@ -265,3 +265,31 @@ CONF
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"exec: 12 of 12"* ]]
 }
+
+@test "a client whose stream stays on TCP loads no rdma-core (librdmacm, libibverbs, libnl)" {
+	require_cmd python3
+	local addr port
+	# a non-loopback address of this host, where there is one: the
+	# connect() takes the local check there (no RDMA device: TCP)
+	addr=$(ip -4 -o addr show scope global 2>/dev/null | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+	addr=${addr:-127.0.0.1}
+	port=$(free_port)
+	start_bg srv python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(4)
+c, _ = s.accept(); c.sendall(c.recv(4)); c.close()
+' "$addr" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	RSOCK_STATS=1 run bounded 30 with_preload python3 -c '
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+c.sendall(b"ping"); assert c.recv(4) == b"ping"; c.close()
+maps = open("/proc/self/maps").read()
+print("loaded:", [n for n in ("librdmacm", "libibverbs", "libnl") if n in maps])
+' "$addr" "$port"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"loaded: []"* ]]
+	[[ "$output" == *"info: stats: streams tcp=1 "* ]]
+}

@@ -434,6 +434,36 @@ assert c.recv(1) == b"x"; c.close()
 	done
 }
 
+@test "an address without RDMA, again: the next process takes the negative cache, not the local check, and counts no_device" {
+	local port
+	port=$(free_port)
+	start_bg srv python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(4)
+for i in range(2):
+    c, _ = s.accept(); c.sendall(b"x"); c.close()
+' "$ADDR_PLAIN_PEER" "$port"
+	wait_for_port "$port" 15 "$BG_PID"
+	for i in 1 2; do
+		bounded 30 env RSOCK_STATS=1 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/cli$i.log" \
+			strace -f -o "$PWD/cli$i.trace" -e trace=openat -E LD_PRELOAD="$(rsock_preload_value)" \
+			python3 -c '
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+assert c.recv(1) == b"x"; c.close()
+' "$ADDR_PLAIN_PEER" "$port"
+	done
+	wait_bg "$BG_PID" 30
+	stats_tcp cli1.log no_device
+	stats_tcp cli2.log no_device
+	# the first walked sysfs; the second found the verdict in the shared file
+	[ "$(grep -c '/sys/class/infiniband' cli1.trace)" -ge 1 ]
+	[ "$(grep -c '/sys/class/' cli2.trace)" -eq 0 ]
+	grep -q 'the negative cache' cli2.log
+	[ "$(grep -cE 'uverbs|librdmacm|libibverbs' cli1.trace cli2.trace | awk -F: '{ s += $2 } END { print s }')" -eq 0 ]
+}
+
 @test "closed port: ECONNREFUSED, as fast as kernel TCP" {
 	local port mode
 	port=$(free_port)

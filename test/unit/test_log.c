@@ -37,6 +37,20 @@ static void test_format(void **state)
 	assert_string_equal(b, "trailing ");
 }
 
+static void test_dec(void **state)
+{
+	char buf[32];
+
+	(void)state;
+	*log_dec(buf, 0) = 0;
+	assert_string_equal(buf, "0");
+	*log_dec(buf, 4026531840ull) = 0;
+	assert_string_equal(buf, "4026531840");
+	*log_dec(buf, 18446744073709551615ull) = 0;
+	assert_string_equal(buf, "18446744073709551615");
+	assert_ptr_equal(log_dec(buf, 7), buf + 1); /* no NUL of its own */
+}
+
 static void test_truncation(void **state)
 {
 	char b[8];
@@ -123,6 +137,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_format),
+		cmocka_unit_test(test_dec),
 		cmocka_unit_test(test_truncation),
 		cmocka_unit_test(test_emit_preserves_errno_and_writes_file),
 		cmocka_unit_test(test_debug_lines_carry_a_timestamp),

@@ -62,12 +62,12 @@ static void neg_insert_lookup(void **state)
 	(void)state;
 	cm_settings.neg_cache_s = 60;
 	assert_int_equal(cm_neg_lookup(SA(a)), 0);
-	cm_neg_insert(SA(a));
+	cm_neg_insert(SA(a), CM_NEG_PEER);
 	assert_int_equal(cm_neg_lookup(SA(a)), 1);
 	assert_int_equal(cm_neg_lookup(SA(port)), 0); /* keyed by port */
 	assert_int_equal(cm_neg_lookup(SA(addr)), 0); /* and by address */
 	assert_int_equal(cm_neg_lookup(SA(six)), 0);
-	cm_neg_insert(SA(six));
+	cm_neg_insert(SA(six), CM_NEG_PEER);
 	assert_int_equal(cm_neg_lookup(SA(six)), 1);
 }
 
@@ -77,7 +77,7 @@ static void neg_expiry(void **state)
 
 	(void)state;
 	cm_settings.neg_cache_s = 0; /* expires at once */
-	cm_neg_insert(SA(a));
+	cm_neg_insert(SA(a), CM_NEG_PEER);
 	assert_int_equal(cm_neg_lookup(SA(a)), 0);
 }
 
@@ -87,14 +87,14 @@ static void neg_eviction(void **state)
 
 	(void)state;
 	cm_settings.neg_cache_s = 60;
-	cm_neg_insert(SA(a));
+	cm_neg_insert(SA(a), CM_NEG_PEER);
 	for (int i = 0; i < NEG_SLOTS - 1; i++) {
 		struct sockaddr_storage o = v4("10.1.3.1", (uint16_t)(8000 + i));
-		cm_neg_insert(SA(o));
+		cm_neg_insert(SA(o), CM_NEG_PEER);
 	}
 	assert_int_equal(cm_neg_lookup(SA(a)), 1); /* NEG_SLOTS entries fit */
 	struct sockaddr_storage o = v4("10.1.3.2", 9000);
-	cm_neg_insert(SA(o));
+	cm_neg_insert(SA(o), CM_NEG_PEER);
 	assert_int_equal(cm_neg_lookup(SA(a)), 0); /* the oldest goes */
 	assert_int_equal(cm_neg_lookup(SA(o)), 1);
 }
@@ -137,8 +137,8 @@ static void neg_shared_between_processes(void **state)
 	(void)state;
 	assert_int_equal(cm_neg_lookup(SA(a)), 0);
 	if ((pid = fork()) == 0) {
-		cm_neg_insert(SA(a));
-		cm_neg_insert(SA(c));
+		cm_neg_insert(SA(a), CM_NEG_PEER);
+		cm_neg_insert(SA(c), CM_NEG_PEER);
 		_exit(cm_neg_lookup(SA(b)) == 0 ? 0 : 1);
 	}
 	assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -146,11 +146,57 @@ static void neg_shared_between_processes(void **state)
 	assert_int_equal(cm_neg_lookup(SA(a)), 1); /* learned by the child */
 	assert_int_equal(cm_neg_lookup(SA(c)), 1);
 	assert_int_equal(cm_neg_lookup(SA(b)), 0);
-	cm_neg_insert(SA(b));
+	cm_neg_insert(SA(b), CM_NEG_PEER);
 	if ((pid = fork()) == 0)
 		_exit(cm_neg_lookup(SA(b)) == 1 ? 0 : 1);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_int_equal(st, 0);
+}
+
+/* cm_neg_lookup(peer) in a forked child: a process that starts with this
+ * one's slots and keeps nothing it finds. */
+static int fresh_lookup(const struct sockaddr *peer)
+{
+	pid_t pid;
+	int st;
+
+	if ((pid = fork()) == 0)
+		_exit(cm_neg_lookup(peer));
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+/* A route without an RDMA device, cached in one process, is known as such
+ * (not as a plain peer) to the next; a probe's verdict on the same peer
+ * takes the same entry. */
+static void neg_no_device_shared(void **state)
+{
+	struct sockaddr_storage a = v4("10.7.0.1", 80), b = v6("fd00::7", 80);
+	pid_t pid;
+	int st;
+
+	(void)state;
+	if ((pid = fork()) == 0) {
+		cm_neg_insert(SA(a), CM_NEG_NO_DEVICE);
+		cm_neg_insert(SA(b), CM_NEG_NO_DEVICE);
+		_exit(cm_neg_lookup(SA(a)) == CM_NEG_NO_DEVICE ? 0 : 1);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(st, 0);
+	assert_int_equal(fresh_lookup(SA(a)), CM_NEG_NO_DEVICE); /* through the file */
+	assert_int_equal(fresh_lookup(SA(b)), CM_NEG_NO_DEVICE);
+	if ((pid = fork()) == 0) {
+		cm_neg_insert(SA(a), CM_NEG_PEER);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(fresh_lookup(SA(a)), CM_NEG_PEER); /* the file's one entry for a */
+	/* an entry found in the file is kept: the next lookup opens nothing */
+	assert_int_equal(cm_neg_lookup(SA(b)), CM_NEG_NO_DEVICE);
+	assert_int_equal(truncate(share_path, 0), 0);
+	assert_int_equal(cm_neg_lookup(SA(b)), CM_NEG_NO_DEVICE);
+	assert_int_equal(fresh_lookup(SA(a)), 0);
 }
 
 /* The file's entry (negcache.c's layout 1): written here by hand, as a
@@ -195,8 +241,9 @@ static void file_put(const void *b, size_t len, off_t at)
 }
 
 /* Only a well-formed, live entry counts; whatever else the file holds is
- * passed over without harm. The peer asked for is never in this process's
- * own slots, so every answer comes from the file. */
+ * passed over without harm. Each lookup is a fresh process's (a child's: a
+ * file's entry found is kept in the finder's own slots), so every answer
+ * comes from the file. */
 static void neg_shared_refuses_bad_entries(void **state)
 {
 	struct sockaddr_storage a = v4("10.5.0.1", 8080);
@@ -207,37 +254,37 @@ static void neg_shared_refuses_bad_entries(void **state)
 	assert_int_equal(truncate(share_path, 0), 0);
 	r = rec_of(SA(a), now - 1000);
 	file_put(&r, sizeof(r), 0);
-	assert_int_equal(cm_neg_lookup(SA(a)), 1); /* the layout above is the file's */
+	assert_int_equal(fresh_lookup(SA(a)), 1); /* the layout above is the file's */
 	r.port++;                                  /* check word no longer matches */
 	file_put(&r, sizeof(r), 0);
-	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	assert_int_equal(fresh_lookup(SA(a)), 0);
 	r = rec_of(SA(a), now + 3600 * 1000); /* stamped in the future */
 	file_put(&r, sizeof(r), 0);
-	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	assert_int_equal(fresh_lookup(SA(a)), 0);
 	r = rec_of(SA(a), now - 61 * 1000); /* older than this process's 60 s */
 	file_put(&r, sizeof(r), 0);
-	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	assert_int_equal(fresh_lookup(SA(a)), 0);
 	r = rec_of(SA(a), now - 1000);
 	r.family = AF_UNIX;
 	r.check = rec_check(&r);
 	file_put(&r, sizeof(r), 0);
-	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	assert_int_equal(fresh_lookup(SA(a)), 0);
 	/* garbage, a file far too long, one cut inside an entry */
 	static uint8_t junk[64 * 1024];
 	for (size_t i = 0; i < sizeof(junk); i++)
 		junk[i] = (uint8_t)(i * 131 + 7);
 	file_put(junk, sizeof(junk), 0);
-	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	assert_int_equal(fresh_lookup(SA(a)), 0);
 	assert_int_equal(truncate(share_path, 7), 0);
-	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	assert_int_equal(fresh_lookup(SA(a)), 0);
 	r = rec_of(SA(a), now - 1000);
 	file_put(&r, sizeof(r) - 1, 0);
-	assert_int_equal(cm_neg_lookup(SA(a)), 0);
+	assert_int_equal(fresh_lookup(SA(a)), 0);
 	/* an insert repairs what it overwrites; a child sees it */
 	struct sockaddr_storage b = v4("10.5.0.2", 8080);
 	pid_t pid;
 	int st;
-	cm_neg_insert(SA(b));
+	cm_neg_insert(SA(b), CM_NEG_PEER);
 	if ((pid = fork()) == 0)
 		_exit(cm_neg_lookup(SA(b)) == 1 ? 0 : 1);
 	assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -260,7 +307,7 @@ static void neg_shared_refuses_files(void **state)
 	assert_int_equal(symlink(share_path, link), 0);
 	assert_true(cm_neg_share(link) < 0);
 	assert_true(cm_neg_share(dir) < 0);
-	cm_neg_insert(SA(a)); /* this process's slots alone */
+	cm_neg_insert(SA(a), CM_NEG_PEER); /* this process's slots alone */
 	assert_int_equal(cm_neg_lookup(SA(a)), 1);
 	unlink(open_file);
 	unlink(link);
@@ -429,6 +476,7 @@ int main(void)
 	const struct CMUnitTest shared[] = {
 		cmocka_unit_test(neg_shared_between_processes),
 		cmocka_unit_test(neg_shared_refuses_bad_entries),
+		cmocka_unit_test(neg_no_device_shared),
 		cmocka_unit_test(neg_shared_refuses_files),
 	};
 
