@@ -48,6 +48,10 @@
 	  (struct ibv_comp_channel * ch), (ch))                                                 \
 	X(ibv_destroy_cq, RC_IBV, "IBVERBS_1.1", int, ENODEV, (struct ibv_cq * cq), (cq))        \
 	X(ibv_destroy_qp, RC_IBV, "IBVERBS_1.1", int, ENODEV, (struct ibv_qp * qp), (qp))        \
+	X(ibv_event_type_str, RC_IBV, "IBVERBS_1.1", const char *, "unknown",                    \
+	  (enum ibv_event_type ev), (ev))                                                       \
+	X(ibv_get_async_event, RC_IBV, "IBVERBS_1.1", int, -1,                                   \
+	  (struct ibv_context * c, struct ibv_async_event *ev), (c, ev))                        \
 	X(ibv_get_cq_event, RC_IBV, "IBVERBS_1.1", int, -1,                                      \
 	  (struct ibv_comp_channel * ch, struct ibv_cq **cq, void **ctx), (ch, cq, ctx))        \
 	X(ibv_get_device_name, RC_IBV, "IBVERBS_1.1", const char *, NULL,                        \
@@ -104,6 +108,7 @@
 /* The same for the functions that return nothing: X(name, library,
  * version, parameters, arguments). */
 #define RC_VOIDS(X)                                                                             \
+	X(ibv_ack_async_event, RC_IBV, "IBVERBS_1.1", (struct ibv_async_event * ev), (ev))        \
 	X(ibv_ack_cq_events, RC_IBV, "IBVERBS_1.1", (struct ibv_cq * cq, unsigned int n), (cq, n)) \
 	X(rdma_destroy_event_channel, RC_CM, "RDMACM_1.0", (struct rdma_event_channel * ch), (ch)) \
 	X(rdma_destroy_qp, RC_CM, "RDMACM_1.0", (struct rdma_cm_id * id), (id))                   \

@@ -56,6 +56,16 @@ check_export() {
 	diff -u "$BATS_TEST_TMPDIR/map.txt" "$BATS_TEST_TMPDIR/list.txt"
 }
 
+@test "imports: librsock.so takes no rdma-core function from the dynamic linker (src/base/rdmacore.c binds them at the first RDMA need)" {
+	local undef
+	undef=$(nm -D --undefined-only "$RSOCK_LIB" | awk '{ print $NF }' | grep -E '^(ibv|rdma|mlx|rxe)_' || true)
+	if [ -n "$undef" ]; then
+		echo "librsock.so leaves these to the dynamic linker; add them to rdmacore.c's table: $undef" >&2
+		return 1
+	fi
+	! ldd "$RSOCK_LIB" | grep -Eq 'lib(rdmacm|ibverbs)\.so'
+}
+
 @test "exports: the list has the 74 names" {
 	[ "$(grep -v '^#' "$BATS_TEST_DIRNAME/exports.list" | awk 'NF' | wc -l)" -eq 74 ]
 }
