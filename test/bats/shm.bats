@@ -118,9 +118,15 @@ pair() {
 	grep -qx 'server transport 4' srv.out
 }
 
-@test "shm: a server that forks after accept() and closes its copy: the child serves the stream (moved to TCP), nothing lost" {
+@test "shm: a server that forks 0.2 s after accept() (set up by then) and closes its copy: the child serves the stream (moved to TCP), nothing lost" {
 	SRV_FORK=fork pair RSOCK_LOG_LEVEL=warn RSOCK_LOG_LEVEL=warn
 	grep -qx 'client transport 4' cli.out
+}
+
+@test "shm: a server that forks at once after accept() (PostgreSQL, inetd): the child sets the stream up, on shm" {
+	SRV_FORK=forknow pair RSOCK_LOG_LEVEL=warn RSOCK_LOG_LEVEL=warn
+	grep -qx 'client transport 4' cli.out
+	grep -qx 'server transport 4' srv.out
 }
 
 @test "shm: a plain server, a librsock client: TCP at once (the local look refused, no wait)" {
