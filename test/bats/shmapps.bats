@@ -78,8 +78,8 @@ on_shm() {
 	on_shm srv.log 18 $((20000 * 4 * 64))
 }
 
-@test "nginx (2 workers) + wrk, and the file byte-exact to curl, over shm" {
-	need wrk curl
+@test "nginx (2 workers) + wrk, and a file byte-exact to an HTTP client, over shm" {
+	need wrk python3
 	local nginx port dir
 	nginx=$(command -v nginx || echo /usr/sbin/nginx)
 	[ -x "$nginx" ] || skip "nginx is not installed"
@@ -109,9 +109,10 @@ CONF
 	head -c 1024 /dev/urandom >"$dir/www/k1"
 	start_bg ng env $(shm_env ng) "$nginx" -p "$dir" -c "$dir/nginx.conf" -e "$dir/logs/error.log"
 	wait_for_port "$port" 15 "$BG_PID" || { cat "$dir/logs/error.log" >&2; false; }
-	bounded 30 env $(shm_env curl) curl -sS -o got.bin "http://127.0.0.1:$port/file.bin"
-	same_file "$dir/www/file.bin" got.bin "nginx -> curl over shm"
-	on_shm curl.log 1 2000000
+	# python's urllib, not curl: curl hangs with libasan preloaded (programs.bats)
+	bounded 30 env $(shm_env get) python3 "$BATS_TEST_DIRNAME/fetch.py" "http://127.0.0.1:$port/file.bin" got.bin
+	same_file "$dir/www/file.bin" got.bin "nginx -> fetch.py over shm"
+	on_shm get.log 1 2000000
 	bounded 30 env $(shm_env wrk) wrk -t 2 -c 8 -d 2 "http://127.0.0.1:$port/k1" >wrk.out 2>&1 ||
 		{ cat wrk.out >&2; false; }
 	cat wrk.out
@@ -216,6 +217,9 @@ EOF
 	[ -x "$bin/postgres" ] || bin=$(dirname "$(command -v postgres || echo /x/y)")
 	[ -x "$bin/postgres" ] || skip "postgres is not installed"
 	need pgbench runuser
+	# pgbench, as curl, hangs at exit with libasan preloaded, librsock or
+	# not (p11-kit's destructor waits for the setlocale lock)
+	[ -z "${RSOCK_SAN_PRELOAD:-}" ] || skip "pgbench hangs with $RSOCK_SAN_PRELOAD preloaded, without librsock too"
 	[ "$(id -u)" = 0 ] || skip "needs root to run the server as postgres"
 	id postgres >/dev/null 2>&1 || skip "no user postgres"
 	port=$(free_port)
