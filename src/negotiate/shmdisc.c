@@ -203,6 +203,15 @@ int cm_shm_drain(const void *owner)
 			       (cfd = rsock_real.accept4(l->fd[i], NULL, NULL,
 							 SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
 				ssize_t r = rsock_real.recv(cfd, b, sizeof(b), MSG_DONTWAIT);
+				if (r < 0 && errno == EAGAIN) {
+					/* Connected, not sent yet (this drain is for
+					 * another stream): shut our side first, so that
+					 * its send either landed (read now) or fails
+					 * (EPIPE: it stays on TCP), never lost while
+					 * the client goes on to send its hello. */
+					rsock_real.shutdown(cfd, SHUT_RD);
+					r = rsock_real.recv(cfd, b, sizeof(b), MSG_DONTWAIT);
+				}
 				if (r > 0 && proto_probe_decode(b, (size_t)r, &pr) > 0)
 					cm_tuple_put(&pr);
 				rsock_real.close(cfd);
@@ -320,8 +329,18 @@ int cm_shm_client_begin(struct cm_client *c, int fd)
 	sa_addr16((struct sockaddr *)&c->local, pr.client_addr);
 	sa_addr16(peer, pr.server_addr);
 	proto_probe_encode(&pr, b, sizeof(b));
-	if (rsock_real.send(dfd, b, sizeof(b), MSG_DONTWAIT) != (ssize_t)sizeof(b))
-		goto fail;
+	/* EPIPE: a drain for another stream took our connection before we
+	 * sent (cm_shm_drain): our tuple is not there, a new connection waits
+	 * for the next drain. */
+	for (int tries = 0; rsock_real.send(dfd, b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+			    (ssize_t)sizeof(b);
+	     tries++) {
+		if (errno != EPIPE || tries == 3)
+			goto fail;
+		ownfd_close(dfd);
+		if ((dfd = disc_find(peer)) < 0)
+			goto fail;
+	}
 	ownfd_close(dfd);
 	c->shm = 1;
 	own_client_note(c->token, 0);

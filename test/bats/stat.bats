@@ -133,8 +133,9 @@ EOF
 	echo "$output" >stat.json
 	touch stop
 	wait_file s-cli.err
+	# (the programs' own lines: python's helper processes print theirs too)
 	for i in $(seq 1 100); do
-		grep -q "stats:" s-cli.err && grep -q "stats:" s-srv.err && break
+		grep -q "^rsock\[$CLI:.*stats:" s-cli.err && grep -q "^rsock\[$SRV:.*stats:" s-srv.err && break
 		sleep 0.05
 	done
 	python3 - "$CLI" "$SRV" <<'EOF'
