@@ -1,54 +1,182 @@
 #!/usr/bin/env bash
-# shm.sh - the same-host path against kernel TCP over loopback (issue 39's
-# table): 64 B round trip (p50, p99) and a 64 KiB-write stream, each end
-# pinned to its own CPU, kernel TCP and RSOCK_MODE=shm in one run.
-# Usage: bench/shm.sh [BUILD_DIR]   (ROUNDS, STREAM_MB override the sizes)
+# shm.sh - the same-host path (the library's default between two librsock
+# processes of one host) against kernel TCP over loopback (issue 39's
+# table): sockbench's 64 B round trip (p50, p99) and 64 KiB-write stream,
+# redis-benchmark GET and SET with 1 and 8 connections, nginx with wrk,
+# and the client's user-space instructions per 64 B round trip
+# (callgrind). Servers on CPU 0, clients on CPU 1; each same-host figure
+# is kept only when the client's counters show its streams on shm.
+# Usage: bench/shm.sh [BUILD_DIR]
+#   ROUNDS, STREAM_MB, REDIS_N, WRK_S override the sizes; RUNS (default 3)
+#   the runs of the server benchmarks (their median is shown).
 # Prints a Markdown table and writes it to bench/results/shm.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-${RSOCK_BUILD_DIR:-$here/../build}}
 lib=$build/.libs/librsock.so
 [ -r "$lib" ] || { echo "shm.sh: no $lib (build first)" >&2; exit 2; }
-rounds=${ROUNDS:-20000} mb=${STREAM_MB:-1024}
-work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+rounds=${ROUNDS:-20000} mb=${STREAM_MB:-1024} rn=${REDIS_N:-50000} wrk_s=${WRK_S:-3} runs=${RUNS:-3}
+work=$(mktemp -d); trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 cc -O2 -pthread -I"$here/../include" -o "$work/sb" "$here/sockbench.c" -ldl
 ncpu=$(nproc)
 cs=0 cc_=$((ncpu > 1 ? 1 : 0))
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 port=47000
-# run MODE KIND SIZE COUNT: one server (one connection) and one client
-run() {
-	local mode=$1 kind=$2 size=$3 count=$4 env=()
-	port=$((port + 1))
-	[ "$mode" = shm ] && env=(RSOCK_MODE=shm LD_PRELOAD="$lib")
-	env "${env[@]}" taskset -c $cs "$work/sb" server 127.0.0.1 $port 1 &
-	local srv=$!
-	for _ in $(seq 1 100); do
-		ss -ltn "sport = :$port" | grep -q LISTEN && break
+# env_of MODE NAME: the environment of a process of MODE (tcp: no library;
+# shm: the library, its counters to NAME.log; shm0: the same without the
+# busy-poll, RSOCK_POLL_US=0)
+env_of() {
+	case $1 in
+	tcp) echo "" ;;
+	shm) echo "LD_PRELOAD=$lib RSOCK_STATS=1 RSOCK_LOG_FILE=$work/$2.log" ;;
+	shm0) echo "LD_PRELOAD=$lib RSOCK_STATS=1 RSOCK_POLL_US=0 RSOCK_LOG_FILE=$work/$2.log" ;;
+	esac
+}
+# on_shm MODE NAME: for a same-host mode, NAME's streams were all on shm
+on_shm() {
+	[ "$1" = tcp ] && return 0
+	grep -qE 'stats: streams tcp=0 rdma=0 shm=[1-9]' "$work/$2.log" 2>/dev/null || {
+		echo "shm.sh: $2 ($1) did not run on the same-host path:" >&2
+		cat "$work/$2.log" >&2
+		return 1
+	}
+}
+wait_port() {
+	for _ in $(seq 1 200); do
+		ss -ltn "sport = :$1" | grep -q LISTEN && return 0
 		sleep 0.02
 	done
-	env "${env[@]}" taskset -c $cc_ "$work/sb" "$kind" 127.0.0.1 $port 127.0.0.1 "$size" "$count"
+	return 1
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "-" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 && b + 0) printf "%.2fx", a / b; else print "-" }'; }
+
+# sb MODE KIND SIZE COUNT: one sockbench server (one connection) and client
+sb() {
+	local m=$1 kind=$2 size=$3 count=$4
+	port=$((port + 1))
+	env $(env_of "$m" sbs) taskset -c $cs "$work/sb" server 127.0.0.1 $port 1 &
+	local srv=$!
+	wait_port $port
+	env $(env_of "$m" sbc) taskset -c $cc_ "$work/sb" "$kind" 127.0.0.1 $port 127.0.0.1 "$size" "$count"
 	wait $srv
+	on_shm "$m" sbc
 }
 
-tcp_pp=$(run tcp pingpong 64 "$rounds")
-shm_pp=$(run shm pingpong 64 "$rounds")
-tcp_st=$(run tcp stream 65536 $((mb << 20)))
-shm_st=$(run shm stream 65536 $((mb << 20)))
-read -r tp50 tp99 _ <<<"$tcp_pp"
-read -r sp50 sp99 _ <<<"$shm_pp"
-tmb=$(awk '{print $1}' <<<"$tcp_st")
-smb=$(awk '{print $1}' <<<"$shm_st")
+# redis MODE: requests/s of redis-benchmark (64 B values) GET and SET, -c 1
+# and -c 8, one line each: "set1 get1 set8 get8"
+redis_run() {
+	local m=$1 out=() c
+	port=$((port + 1))
+	env $(env_of "$m" rsrv) taskset -c $cs redis-server --port $port --bind 127.0.0.1 --save '' \
+		--appendonly no --daemonize no --loglevel warning >/dev/null &
+	local srv=$!
+	wait_port $port
+	for c in 1 8; do
+		env $(env_of "$m" "rb$c") taskset -c $cc_ redis-benchmark -h 127.0.0.1 -p $port -q -n "$rn" \
+			-c $c -t set,get -d 64 2>/dev/null | tr '\r' '\n' >"$work/rb.txt"
+		on_shm "$m" "rb$c"
+		out+=("$(awk '/^SET: [0-9]/ {print $2}' "$work/rb.txt")" "$(awk '/^GET: [0-9]/ {print $2}' "$work/rb.txt")")
+	done
+	kill $srv; wait $srv 2>/dev/null || true
+	echo "${out[*]}"
+}
+
+# nginx MODE: requests/s of wrk (1 thread, 8 connections) on a 1 KiB file,
+# one nginx worker
+nginx_run() {
+	local m=$1 d=$work/ng-$1
+	port=$((port + 1))
+	mkdir -p "$d/www" "$d/tmp"
+	head -c 1024 /dev/urandom >"$d/www/1k"
+	cat >"$d/nginx.conf" <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $d/nginx.pid;
+error_log $d/error.log warn;
+events { worker_connections 256; }
+http {
+	access_log off;
+	client_body_temp_path $d/tmp/body;
+	proxy_temp_path $d/tmp/proxy;
+	fastcgi_temp_path $d/tmp/fastcgi;
+	uwsgi_temp_path $d/tmp/uwsgi;
+	scgi_temp_path $d/tmp/scgi;
+	server { listen 127.0.0.1:$port; root $d/www; }
+}
+EOF
+	env $(env_of "$m" ngs) taskset -c $cs nginx -c "$d/nginx.conf" -e "$d/error.log" >/dev/null 2>&1 &
+	local srv=$!
+	wait_port $port
+	env $(env_of "$m" wrk) taskset -c $cc_ wrk -t 1 -c 8 -d "${wrk_s}s" "http://127.0.0.1:$port/1k" 2>/dev/null |
+		awk '/^Requests\/sec/ {printf "%.0f\n", $2}'
+	on_shm "$m" wrk
+	kill $srv; wait $srv 2>/dev/null || true
+}
+
+# ir MODE N: the sockbench client's user-space instructions for N 64 B round
+# trips and the warm-up tenth (callgrind; no busy-poll)
+ir() {
+	local m=$1 n=$2 e
+	port=$((port + 1))
+	e=$(env_of "$m" irs)
+	env $e RSOCK_POLL_US=0 "$work/sb" server 127.0.0.1 $port 1 >/dev/null &
+	local srv=$!
+	wait_port $port
+	env $(env_of "$m" irc) RSOCK_POLL_US=0 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
+		"$work/sb" pingpong 127.0.0.1 $port 127.0.0.1 64 "$n" 2>&1 >/dev/null |
+		awk '/Collected :/ { print $NF }'
+	wait $srv
+	on_shm "$m" irc
+}
+
+read -r tp50 tp99 _ <<<"$(sb tcp pingpong 64 "$rounds")"
+read -r sp50 sp99 _ <<<"$(sb shm pingpong 64 "$rounds")"
+tmb=$(sb tcp stream 65536 $((mb << 20)) | awk '{print $1}')
+smb=$(sb shm stream 65536 $((mb << 20)) | awk '{print $1}')
+declare -A R
+for m in tcp shm shm0; do
+	command -v redis-server >/dev/null || break
+	for _ in $(seq 1 "$runs"); do redis_run $m; done >"$work/redis-$m"
+	for i in 1 2 3 4; do R[$m$i]=$(awk -v i=$i '{print $i}' "$work/redis-$m" | median); done
+done
+declare -A W
+for m in tcp shm shm0; do
+	command -v nginx >/dev/null && command -v wrk >/dev/null || break
+	W[$m]=$(for _ in $(seq 1 "$runs"); do nginx_run $m; done | median)
+done
+declare -A I
+if command -v valgrind >/dev/null; then
+	for m in tcp shm; do
+		a=$(ir $m 1000) b=$(ir $m 3000)
+		I[$m]=$(awk -v a="${a//,/}" -v b="${b//,/}" 'BEGIN { printf "%.0f", (b - a) / 2200 }')
+	done
+fi
 mkdir -p "$here/results"
+row() { # label tcp shm [shm without busy-poll]
+	echo "| $1 | $2 | $3 | $(ratio "$3" "$2") |${4:+ $4 ($(ratio "$4" "$2"))} |"
+}
 {
 	echo "# The same-host path against kernel TCP over loopback"
 	echo
-	echo "\`bench/shm.sh\` (sockbench's ping-pong and stream, RSOCK_MODE=shm at both ends),"
-	echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) on $ncpu CPUs."
+	echo "\`bench/shm.sh\` (the library's default between two librsock processes of one host, each"
+	echo "same-host figure kept only when the client's counters show its streams on shm; servers"
+	echo "on CPU $cs, clients on CPU $cc_ of $ncpu; server benchmarks: median of $runs runs)."
+	echo "Load average at the start $load0, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
-	echo "| measure (loopback, CPUs $cs and $cc_ of $ncpu) | kernel TCP | same-host path | ratio |"
-	echo "|---|---:|---:|---:|"
-	echo "| 64 B round trip p50 (us) | $tp50 | $sp50 | $(awk -v a="$sp50" -v b="$tp50" 'BEGIN{printf "%.2fx", a/b}') |"
-	echo "| 64 B round trip p99 (us) | $tp99 | $sp99 | $(awk -v a="$sp99" -v b="$tp99" 'BEGIN{printf "%.2fx", a/b}') |"
-	echo "| 64 KiB writes, $mb MiB (MB/s) | $tmb | $smb | $(awk -v a="$smb" -v b="$tmb" 'BEGIN{printf "%.2fx", a/b}') |"
+	echo "| measure (loopback) | kernel TCP | same-host path | ratio | same-host, RSOCK_POLL_US=0 |"
+	echo "|---|---:|---:|---:|---:|"
+	echo "| 64 B round trip p50 (us) | $tp50 | $sp50 | $(ratio "$sp50" "$tp50") | |"
+	echo "| 64 B round trip p99 (us) | $tp99 | $sp99 | $(ratio "$sp99" "$tp99") | |"
+	echo "| 64 KiB writes, $mb MiB (MB/s) | $tmb | $smb | $(ratio "$smb" "$tmb") | |"
+	if [ -n "${R[tcp1]:-}" ]; then
+		row "redis-benchmark SET, 1 connection (req/s)" "${R[tcp1]}" "${R[shm1]}" "${R[shm01]}"
+		row "redis-benchmark GET, 1 connection (req/s)" "${R[tcp2]}" "${R[shm2]}" "${R[shm02]}"
+		row "redis-benchmark SET, 8 connections (req/s)" "${R[tcp3]}" "${R[shm3]}" "${R[shm03]}"
+		row "redis-benchmark GET, 8 connections (req/s)" "${R[tcp4]}" "${R[shm4]}" "${R[shm04]}"
+	fi
+	[ -n "${W[tcp]:-}" ] && row "nginx + wrk, 8 connections, 1 KiB (req/s)" "${W[tcp]}" "${W[shm]}" "${W[shm0]}"
+	[ -n "${I[tcp]:-}" ] && echo "| user-space instructions per 64 B round trip (client) | ${I[tcp]} | ${I[shm]} | $(ratio "${I[shm]}" "${I[tcp]}") | |"
 } | tee "$here/results/shm.md"

@@ -50,7 +50,7 @@ struct proc {
 	uint64_t start;
 	char comm[16];
 	int64_t c[STATPUB_C_MAX];
-	uint64_t bytes[2][2]; /* [rdma][tx]: closed + live */
+	uint64_t bytes[STATPUB_BYTE_PATHS][2]; /* [path][tx]: closed + live */
 	uint32_t live, unpublished;
 	double tx_rate, rx_rate;
 	int has_rate;
@@ -219,7 +219,7 @@ static void read_segment(struct sample *sm, const char *name, int pid)
 	safe_str(p->comm, h->comm, sizeof(p->comm));
 	for (int i = 0; i < STATPUB_C_MAX; i++)
 		p->c[i] = atomic_load_explicit(&h->counters[i], memory_order_relaxed);
-	for (int r = 0; r < 2; r++)
+	for (int r = 0; r < STATPUB_BYTE_PATHS; r++)
 		for (int t = 0; t < 2; t++)
 			p->bytes[r][t] = atomic_load_explicit(&h->closed_bytes[r][t], memory_order_relaxed);
 	p->unpublished = atomic_load_explicit(&h->unpublished, memory_order_relaxed);
@@ -236,7 +236,7 @@ static void read_segment(struct sample *sm, const char *name, int pid)
 		s.start = p->start;
 		s.idx = i;
 		s.has_rate = 0;
-		for (int r = 0; r < 2; r++)
+		for (int r = 0; r < STATPUB_BYTE_PATHS; r++)
 			for (int t = 0; t < 2; t++)
 				p->bytes[r][t] += s.s.bytes[r][t];
 		p->live++;
@@ -281,12 +281,18 @@ static int take_sample(struct sample *sm)
 
 static uint64_t s_tx(const struct statpub_slot *s)
 {
-	return s->bytes[0][1] + s->bytes[1][1];
+	return s->bytes[0][1] + s->bytes[1][1] + s->bytes[2][1];
 }
 
 static uint64_t s_rx(const struct statpub_slot *s)
 {
-	return s->bytes[0][0] + s->bytes[1][0];
+	return s->bytes[0][0] + s->bytes[1][0] + s->bytes[2][0];
+}
+
+/* A process's bytes, all paths, sent (tx 1) or received. */
+static uint64_t p_bytes(const struct proc *p, int tx)
+{
+	return p->bytes[0][tx] + p->bytes[1][tx] + p->bytes[2][tx];
 }
 
 /* Rates against the previous sample: a stream is the same when its pid,
@@ -316,8 +322,8 @@ static void rates(struct sample *cur, const struct sample *prev)
 			const struct proc *b = &prev->procs[j];
 			if (a->pid != b->pid || a->start != b->start)
 				continue;
-			uint64_t at = a->bytes[0][1] + a->bytes[1][1], bt = b->bytes[0][1] + b->bytes[1][1];
-			uint64_t ar = a->bytes[0][0] + a->bytes[1][0], br = b->bytes[0][0] + b->bytes[1][0];
+			uint64_t at = p_bytes(a, 1), bt = p_bytes(b, 1);
+			uint64_t ar = p_bytes(a, 0), br = p_bytes(b, 0);
 			a->tx_rate = (double)(at - bt) / dt;
 			a->rx_rate = (double)(ar - br) / dt;
 			a->has_rate = at >= bt && ar >= br;
@@ -480,10 +486,12 @@ static void print_counters(const struct proc *p, size_t nprocs)
 			printf("{\"type\":\"totals\",\"processes\":%zu", nprocs);
 		}
 		printf(",\"streams\":%u,\"streams_tcp\":%" PRId64 ",\"streams_rdma\":%" PRId64
-		       ",\"tx_bytes_tcp\":%" PRIu64 ",\"rx_bytes_tcp\":%" PRIu64
-		       ",\"tx_bytes_rdma\":%" PRIu64 ",\"rx_bytes_rdma\":%" PRIu64 ",\"fallbacks\":{",
-		       p->live, p->c[STATPUB_C_STREAMS_TCP], p->c[STATPUB_C_STREAMS_RDMA], p->bytes[0][1],
-		       p->bytes[0][0], p->bytes[1][1], p->bytes[1][0]);
+		       ",\"streams_shm\":%" PRId64 ",\"tx_bytes_tcp\":%" PRIu64 ",\"rx_bytes_tcp\":%" PRIu64
+		       ",\"tx_bytes_rdma\":%" PRIu64 ",\"rx_bytes_rdma\":%" PRIu64
+		       ",\"tx_bytes_shm\":%" PRIu64 ",\"rx_bytes_shm\":%" PRIu64 ",\"fallbacks\":{",
+		       p->live, p->c[STATPUB_C_STREAMS_TCP], p->c[STATPUB_C_STREAMS_RDMA],
+		       p->c[STATPUB_C_STREAMS_SHM], p->bytes[0][1], p->bytes[0][0], p->bytes[1][1],
+		       p->bytes[1][0], p->bytes[2][1], p->bytes[2][0]);
 		for (int i = 0, first = 1; i < FB_MAX; i++) {
 			if (!fb_names[i] && !p->c[STATPUB_C_FALLBACK + i])
 				continue;
@@ -505,10 +513,12 @@ static void print_counters(const struct proc *p, size_t nprocs)
 		printf("%d %s:", p->pid, p->comm);
 	else
 		printf("total (%zu processes):", nprocs);
-	printf(" streams now=%u tcp=%" PRId64 " rdma=%" PRId64 " bytes tcp tx=%" PRIu64
-	       " rx=%" PRIu64 " rdma tx=%" PRIu64 " rx=%" PRIu64 " fallbacks",
-	       p->live, p->c[STATPUB_C_STREAMS_TCP], p->c[STATPUB_C_STREAMS_RDMA], p->bytes[0][1],
-	       p->bytes[0][0], p->bytes[1][1], p->bytes[1][0]);
+	printf(" streams now=%u tcp=%" PRId64 " rdma=%" PRId64 " shm=%" PRId64 " bytes tcp tx=%" PRIu64
+	       " rx=%" PRIu64 " rdma tx=%" PRIu64 " rx=%" PRIu64 " shm tx=%" PRIu64 " rx=%" PRIu64
+	       " fallbacks",
+	       p->live, p->c[STATPUB_C_STREAMS_TCP], p->c[STATPUB_C_STREAMS_RDMA],
+	       p->c[STATPUB_C_STREAMS_SHM], p->bytes[0][1], p->bytes[0][0], p->bytes[1][1],
+	       p->bytes[1][0], p->bytes[2][1], p->bytes[2][0]);
 	for (int i = 0; i < FB_MAX; i++)
 		if (fb_names[i] || p->c[STATPUB_C_FALLBACK + i])
 			printf(" %s=%" PRId64, fb_name(i), p->c[STATPUB_C_FALLBACK + i]);
@@ -533,7 +543,7 @@ static void print_summary(const struct sample *sm)
 		print_counters(p, 0);
 		for (int c = 0; c < STATPUB_C_MAX; c++)
 			tot.c[c] += p->c[c];
-		for (int r = 0; r < 2; r++)
+		for (int r = 0; r < STATPUB_BYTE_PATHS; r++)
 			for (int t = 0; t < 2; t++)
 				tot.bytes[r][t] += p->bytes[r][t];
 		tot.live += p->live;
@@ -603,15 +613,17 @@ static void print_prometheus(const struct sample *sm)
 		printf(" %" PRId64 "\n", p->c[STATPUB_C_STREAMS_TCP]);
 		prom_pid("rsock_streams_total", p, "path=\"rdma\",");
 		printf(" %" PRId64 "\n", p->c[STATPUB_C_STREAMS_RDMA]);
+		prom_pid("rsock_streams_total", p, "path=\"shm\",");
+		printf(" %" PRId64 "\n", p->c[STATPUB_C_STREAMS_SHM]);
 	}
 	prom_head("rsock_bytes_total", "counter", "Bytes carried, by path, direction and process.");
 	for (size_t i = 0; i < sm->nprocs; i++) {
 		const struct proc *p = &sm->procs[i];
-		for (int r = 0; r < 2; r++)
+		for (int r = 0; r < STATPUB_BYTE_PATHS; r++)
 			for (int t = 1; t >= 0; t--) {
 				char extra[64];
 				snprintf(extra, sizeof(extra), "path=\"%s\",direction=\"%s\",",
-					 r ? "rdma" : "tcp", t ? "tx" : "rx");
+					 path_names[r + 1], t ? "tx" : "rx");
 				prom_pid("rsock_bytes_total", p, extra);
 				printf(" %" PRIu64 "\n", p->bytes[r][t]);
 			}

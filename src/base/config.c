@@ -124,6 +124,12 @@ int config_load(struct rsock_config *cfg)
 		log_warn("RSOCK_MODE=%s is not auto|tcp|rdma|shm; using auto", s);
 	if ((s = secure_getenv("RSOCK_STATS")) && config_parse_bool(s, &cfg->stats_at_exit))
 		log_warn("RSOCK_STATS=%s is not 0|1; using 0", s);
+	if ((s = secure_getenv("RSOCK_SHM"))) {
+		int on = 1;
+		if (config_parse_bool(s, &on))
+			log_warn("RSOCK_SHM=%s is not 0|1; using 1", s);
+		cfg->no_shm = !on;
+	}
 	config_env_ulong("RSOCK_RING_KB", 16, 512 * 1024, &cm_settings.ring_kb);
 	config_env_ulong("RSOCK_PROBE_MS", 1, 60000, &cm_settings.probe_ms);
 	config_env_ulong("RSOCK_HANDSHAKE_MS", 1, 60000, &cm_settings.handshake_ms);
@@ -158,8 +164,8 @@ int config_load(struct rsock_config *cfg)
 		else
 			cfg->conf_path = s;
 	}
-	log_debug("config: mode=%s log_level=%d rules=%zu program=%s", mode_names[cfg->mode],
-		  cfg->log_level, cfg->rules.n, cfg->program ? cfg->program : "?");
+	log_debug("config: mode=%s shm=%d log_level=%d rules=%zu program=%s", mode_names[cfg->mode],
+		  !cfg->no_shm, cfg->log_level, cfg->rules.n, cfg->program ? cfg->program : "?");
 	return 0;
 }
 
@@ -168,7 +174,8 @@ enum rules_transport config_decide(const struct rsock_config *cfg, enum rules_ro
 {
 	if (cfg->mode == RSOCK_MODE_TCP)
 		return RULES_TCP;
-	/* RSOCK_MODE=shm: the same-host path unless a rule says otherwise */
+	/* No rule matching: the same-host path first (a local peer), unless
+	 * RSOCK_SHM=0 and RSOCK_MODE is not shm */
 	return rules_match_or(&cfg->rules, cfg->program ? cfg->program : "", role, addr, addrlen,
-			      cfg->mode == RSOCK_MODE_SHM ? RULES_SHM : RULES_RDMA);
+			      cfg->mode == RSOCK_MODE_SHM || !cfg->no_shm ? RULES_SHM : RULES_RDMA);
 }

@@ -7,10 +7,10 @@
 #include "base/rules.h"
 
 enum rsock_mode {
-	RSOCK_MODE_AUTO = 0, /* RDMA where possible, else kernel TCP */
-	RSOCK_MODE_TCP = 1,  /* never RDMA */
-	RSOCK_MODE_RDMA = 2, /* RDMA or a clear error, never a silent fallback */
-	RSOCK_MODE_SHM = 3,  /* as auto, and the same-host path where no rule says otherwise */
+	RSOCK_MODE_AUTO = 0, /* the same-host path to a local peer, else RDMA where possible, else TCP */
+	RSOCK_MODE_TCP = 1,  /* never RDMA nor the same-host path */
+	RSOCK_MODE_RDMA = 2, /* as auto, but a clear error instead of a fallback to TCP */
+	RSOCK_MODE_SHM = 3,  /* as auto, the same-host path even with RSOCK_SHM=0 */
 };
 
 struct rsock_config {
@@ -19,6 +19,7 @@ struct rsock_config {
 	const char *log_file;   /* NULL: stderr */
 	const char *conf_path;  /* NULL: no rule file */
 	int stats_at_exit;      /* RSOCK_STATS */
+	int no_shm;             /* RSOCK_SHM=0: no same-host path unless a rule or mode shm says so */
 	const char *program;    /* basename of the program, for the rules */
 	struct rules_set rules;
 };

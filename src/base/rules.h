@@ -4,9 +4,10 @@
  *
  *   use TRANSPORT PROGRAM ROLE ADDRESS[:PORTS]
  *
- *   TRANSPORT  rdma | tcp | shm   rdma: try RDMA (falling back per RSOCK_MODE); tcp: never
- *                                 RDMA; shm: the same-host path where the peer is on this
- *                                 host (doc/design.md, "The same-host path"), else as rdma
+ *   TRANSPORT  rdma | tcp | shm   rdma: try RDMA (falling back per RSOCK_MODE), never the
+ *                                 same-host path; tcp: neither; shm: the same-host path
+ *                                 where the peer is on this host (doc/design.md, "The
+ *                                 same-host path"), else as rdma
  *   PROGRAM    glob (fnmatch) on the program name (basename of argv[0]), or *
  *   ROLE       client | server | *      client: connect(); server: listen()/accept()
  *   ADDRESS    * | IPv4[/prefix] | [IPv6][/prefix] (IPv6 always in brackets)
@@ -22,7 +23,8 @@
  *   use tcp  * * *               ... and nothing else
  *   use tcp  * * 10.0.0.0/8      never 10.0.0.0/8
  *   use tcp  sshd * *            never for sshd
- * With no rule matching, the stream is eligible for RDMA.
+ * With no rule matching, the caller's default (config_decide: shm, or rdma
+ * under RSOCK_SHM=0).
  */
 #ifndef RSOCK_RULES_H
 #define RSOCK_RULES_H

@@ -191,6 +191,7 @@ int statpub_open(const struct rsock_stats *now)
 	}
 	atomic_store_explicit(&h->counters[STATPUB_C_STREAMS_TCP], (int64_t)now->streams_tcp, memory_order_relaxed);
 	atomic_store_explicit(&h->counters[STATPUB_C_STREAMS_RDMA], (int64_t)now->streams_rdma, memory_order_relaxed);
+	atomic_store_explicit(&h->counters[STATPUB_C_STREAMS_SHM], (int64_t)now->streams_shm, memory_order_relaxed);
 	atomic_store_explicit(&h->counters[STATPUB_C_REGISTERED], (int64_t)now->registered_bytes, memory_order_relaxed);
 	atomic_store_explicit(&h->counters[STATPUB_C_TRACKED_FDS], (int64_t)now->tracked_fds, memory_order_relaxed);
 	atomic_store_explicit(&h->counters[STATPUB_C_HANDOVERS], (int64_t)now->handovers, memory_order_relaxed);
@@ -207,6 +208,8 @@ int statpub_open(const struct rsock_stats *now)
 	atomic_store_explicit(&h->closed_bytes[0][0], now->rx_bytes_tcp, memory_order_relaxed);
 	atomic_store_explicit(&h->closed_bytes[1][1], now->tx_bytes_rdma, memory_order_relaxed);
 	atomic_store_explicit(&h->closed_bytes[1][0], now->rx_bytes_rdma, memory_order_relaxed);
+	atomic_store_explicit(&h->closed_bytes[2][1], now->tx_bytes_shm, memory_order_relaxed);
+	atomic_store_explicit(&h->closed_bytes[2][0], now->rx_bytes_shm, memory_order_relaxed);
 	sp_identity(h, pid);
 	atomic_store_explicit(&sp_hdr, h, memory_order_release);
 	atomic_store_explicit(&sp_sweep_due, 1, memory_order_relaxed);
@@ -259,7 +262,7 @@ struct statpub_slot *statpub_claim(int fd, enum statpub_role role, const struct 
 	sp_addr(&p->local, local);
 	sp_addr(&p->peer, peer);
 	p->since = (int64_t)time(NULL);
-	for (int r = 0; r < 2; r++)
+	for (int r = 0; r < STATPUB_BYTE_PATHS; r++)
 		for (int t = 0; t < 2; t++)
 			atomic_store_explicit(&p->bytes[r][t], 0, memory_order_relaxed);
 	memset(p->device, 0, sizeof(p->device));
@@ -298,7 +301,7 @@ void statpub_release(struct statpub_slot *p)
 	}
 	atomic_fetch_add_explicit(&p->gen, 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	for (int r = 0; r < 2; r++)
+	for (int r = 0; r < STATPUB_BYTE_PATHS; r++)
 		for (int t = 0; t < 2; t++)
 			atomic_fetch_add_explicit(&h->closed_bytes[r][t],
 						  atomic_exchange_explicit(&p->bytes[r][t], 0, memory_order_relaxed),

@@ -11,7 +11,7 @@
  * (statpub_fork_child); a child that inherits no published stream makes
  * one at its first.
  *
- * Layout (STATPUB_VERSION 1, little or big endian as the host): the
+ * Layout (STATPUB_VERSION 2, little or big endian as the host): the
  * header at offset 0 (STATPUB_HDR_SIZE bytes reserved), then nslots slots
  * of slot_size bytes. The table is large and sparse: tmpfs allocates only
  * the pages written, and slots are used from the lowest index. Writers use
@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define STATPUB_MAGIC 0x3154534b434f5352ull /* "RSOCKST1" in a little-endian file */
-#define STATPUB_VERSION 1
+#define STATPUB_VERSION 2
 #define STATPUB_HDR_SIZE 4096u
 #define STATPUB_SLOTS 65536u
 #define STATPUB_DIR "/dev/shm"
@@ -69,9 +69,14 @@ enum statpub_counter {
 	STATPUB_C_CQ_ARMS = 6,
 	STATPUB_C_ZCOPY = 7,
 	STATPUB_C_FAILOVERS = 8,
+	STATPUB_C_STREAMS_SHM = 9,
 	STATPUB_C_FALLBACK = 16,    /* + enum rsock_fallback_reason, 16 of them */
 	STATPUB_C_MAX = 32,
 };
+
+/* Bytes are kept by path: 0 TCP, 1 RDMA, 2 the same-host path (the
+ * numbers of base/stats.h's enum stats_path). */
+#define STATPUB_BYTE_PATHS 3
 
 struct statpub_header {
 	uint64_t magic;             /* STATPUB_MAGIC */
@@ -86,7 +91,7 @@ struct statpub_header {
 	_Atomic uint32_t slots_hi;  /* slots [0, slots_hi) have been used */
 	_Atomic uint32_t unpublished; /* streams not published: the table was full */
 	_Atomic int64_t counters[STATPUB_C_MAX];
-	_Atomic uint64_t closed_bytes[2][2]; /* [rdma][tx] of the streams gone */
+	_Atomic uint64_t closed_bytes[STATPUB_BYTE_PATHS][2]; /* [path][tx] of the streams gone */
 };
 
 struct statpub_slot {
@@ -102,7 +107,7 @@ struct statpub_slot {
 	struct sockaddr_in6 local;  /* AF_INET (a sockaddr_in) or AF_INET6; family 0: unknown */
 	struct sockaddr_in6 peer;
 	int64_t since;              /* CLOCK_REALTIME seconds at publication */
-	_Atomic uint64_t bytes[2][2]; /* [rdma][tx]: bytes by the path that carried them */
+	_Atomic uint64_t bytes[STATPUB_BYTE_PATHS][2]; /* [path][tx]: bytes by the path that carried them */
 	/* The RDMA path, once it carries the stream. */
 	char device[32];            /* the verbs device, NUL-terminated */
 	_Atomic uint32_t qpn;       /* the queue pair's number */
@@ -112,7 +117,7 @@ struct statpub_slot {
 	_Atomic uint32_t msgs_out;  /* data messages sent, not yet credited by the peer */
 	uint32_t pad3_;
 	_Atomic uint64_t inflight;  /* bytes written into the peer's ring, not yet credited */
-	uint8_t reserved[256 - 192];
+	uint8_t reserved[256 - 208];
 };
 _Static_assert(sizeof(struct statpub_header) <= STATPUB_HDR_SIZE, "statpub header");
 _Static_assert(sizeof(struct statpub_slot) == 256, "statpub slot");
@@ -156,9 +161,9 @@ void statpub_fork_unlock(void);
 void statpub_fork_child(void);
 
 /* The data path: bytes a stream carried, one relaxed add to its own slot. */
-static inline void statpub_bytes(struct statpub_slot *p, int rdma, int tx, uint64_t n)
+static inline void statpub_bytes(struct statpub_slot *p, int path, int tx, uint64_t n)
 {
-	atomic_fetch_add_explicit(&p->bytes[rdma][tx], n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->bytes[path][tx], n, memory_order_relaxed);
 }
 
 /* The RDMA path's credits in use, where it changes them. */

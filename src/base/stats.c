@@ -143,9 +143,10 @@ void stats_stream(int path)
 {
 	path = (unsigned)path < 3 ? path : 0;
 	atomic_fetch_add_explicit(&st_.streams[path], 1, memory_order_relaxed);
-	/* rsock-stat's segment has no shm counter: an shm stream counts as
-	 * one on a path beside TCP there */
-	statpub_count(path ? STATPUB_C_STREAMS_RDMA : STATPUB_C_STREAMS_TCP, 1);
+	statpub_count(path == STATS_SHM    ? STATPUB_C_STREAMS_SHM
+		      : path == STATS_RDMA ? STATPUB_C_STREAMS_RDMA
+					   : STATPUB_C_STREAMS_TCP,
+		      1);
 }
 
 void stats_fallback(enum rsock_fallback_reason why)
@@ -194,13 +195,15 @@ void stats_print(size_t tracked_fds)
 
 	stats_snapshot(&s, tracked_fds);
 	log_emit(LOG_INFO,
-		 "stats: streams tcp=%llu rdma=%llu bytes tcp tx=%llu rx=%llu rdma tx=%llu rx=%llu "
-		 "fallbacks rules=%llu no_device=%llu peer=%llu resources=%llu protocol=%llu "
-		 "not_implemented=%llu registered=%llu handovers=%llu cq_events=%llu cq_arms=%llu "
-		 "zcopy=%llu failovers=%llu",
+		 "stats: streams tcp=%llu rdma=%llu shm=%llu bytes tcp tx=%llu rx=%llu rdma tx=%llu "
+		 "rx=%llu shm tx=%llu rx=%llu fallbacks rules=%llu no_device=%llu peer=%llu "
+		 "resources=%llu protocol=%llu not_implemented=%llu registered=%llu handovers=%llu "
+		 "cq_events=%llu cq_arms=%llu zcopy=%llu failovers=%llu",
 		 (unsigned long long)s.streams_tcp, (unsigned long long)s.streams_rdma,
-		 (unsigned long long)s.tx_bytes_tcp, (unsigned long long)s.rx_bytes_tcp,
-		 (unsigned long long)s.tx_bytes_rdma, (unsigned long long)s.rx_bytes_rdma,
+		 (unsigned long long)s.streams_shm, (unsigned long long)s.tx_bytes_tcp,
+		 (unsigned long long)s.rx_bytes_tcp, (unsigned long long)s.tx_bytes_rdma,
+		 (unsigned long long)s.rx_bytes_rdma, (unsigned long long)s.tx_bytes_shm,
+		 (unsigned long long)s.rx_bytes_shm,
 		 (unsigned long long)s.fallbacks[RSOCK_FB_RULES],
 		 (unsigned long long)s.fallbacks[RSOCK_FB_NO_DEVICE],
 		 (unsigned long long)s.fallbacks[RSOCK_FB_PEER],
@@ -210,9 +213,4 @@ void stats_print(size_t tracked_fds)
 		 (unsigned long long)s.registered_bytes, (unsigned long long)s.handovers,
 		 (unsigned long long)s.cq_events, (unsigned long long)s.cq_arms,
 		 (unsigned long long)s.zcopy_bytes, (unsigned long long)s.failovers);
-	/* A line of its own: the first one's fields are rsock-stat's too. */
-	if (s.streams_shm)
-		log_emit(LOG_INFO, "stats: same-host streams=%llu tx=%llu rx=%llu",
-			 (unsigned long long)s.streams_shm, (unsigned long long)s.tx_bytes_shm,
-			 (unsigned long long)s.rx_bytes_shm);
 }

@@ -200,11 +200,12 @@ void conn_fd_gone(struct conn *c)
 static inline void conn_account(struct conn *c, int tx, long long r)
 {
 	int on = atomic_load_explicit(&c->path, memory_order_relaxed) == CONN_PATH_RDMA;
+	int path = on ? c->stream->ops->stats_path : STATS_TCP;
 	struct statpub_slot *p = atomic_load_explicit(&c->pub, memory_order_relaxed);
 
 	if (p)
-		statpub_bytes(p, on, tx, (uint64_t)r);
-	stats_add_bytes(on ? c->stream->ops->stats_path : STATS_TCP, tx, (uint64_t)r); /* last: a tail call */
+		statpub_bytes(p, path, tx, (uint64_t)r);
+	stats_add_bytes(path, tx, (uint64_t)r); /* last: a tail call */
 }
 
 void conn_account_tx(struct conn *c, long long r)

@@ -53,6 +53,8 @@ void cm_client_free(struct cm_client *c)
 		return;
 	if (c->shm && c->shm_lfd >= 0)
 		ownfd_close(c->shm_lfd);
+	if (c->shm)
+		cm_shm_client_done(c->token);
 	tp_owns_id = c->tp && c->tp->id;
 	if (c->tp) {
 		if (!tp_owns_id)

@@ -98,10 +98,12 @@ int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs,
  * *out, or -EOPNOTSUPP with *why. bufs NULL: consume the hello and decline,
  * the stream stays on TCP. */
 int cm_server_probed(const void *owner, int fd, enum rsock_fallback_reason *why);
-/* Whether a same-host hello is already whole at the head of fd (never
- * waits): the server then sets the stream up in accept() itself, as the
- * set-up waits for nothing (a process that uses the stream later, a
- * forked child, asks for the hand-over to TCP). 1 or 0. */
+/* Whether a same-host hello from a client of this process is already
+ * whole at the head of fd (never waits): the server then sets the stream
+ * up in accept() itself (one thread may connect, accept, then use the
+ * client first). Another process's client is answered at the stream's
+ * first use, in whichever process that is: a child forked after accept()
+ * keeps the same-host path. 1 or 0. */
 int cm_server_shm_hello(int fd);
 int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream **out,
 			enum rsock_fallback_reason *why);

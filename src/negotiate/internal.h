@@ -262,6 +262,11 @@ int cm_shm_unix_socket(int type);
  * tuple, and set c->shm. 0, or -EOPNOTSUPP (nothing kept: RDMA or TCP
  * decide next). */
 int cm_shm_client_begin(struct cm_client *c, int fd);
+/* A client's set-up is over (its token leaves this process's table);
+ * whether token is a client of this process awaiting its set-up: 1 or 0.
+ * Take cm_lock. */
+void cm_shm_client_done(uint64_t token);
+int cm_shm_own_client(uint64_t token);
 /* After the server's hello_ack a (status 0): take the shared memory from
  * the set-up connection, checked, and tell the server the outcome (ok 0:
  * declined). 0 and *out, or -EOPNOTSUPP (the stream stays on TCP). */

@@ -41,6 +41,41 @@ struct shm_listen {
 
 static struct shm_listen *shm_listens; /* cm_lock */
 
+/* The tokens of this process's clients awaiting their server's set-up
+ * (0: a free entry), so that accept() knows a client of its own process
+ * (cm_server_shm_hello). A full table leaves a client out: its server in
+ * this process sets up at the stream's first use. */
+#define SHM_OWN_CLIENTS 64
+static uint64_t shm_own_clients[SHM_OWN_CLIENTS]; /* cm_lock */
+
+static void own_client_note(uint64_t token, uint64_t now)
+{
+	pthread_mutex_lock(&cm_lock);
+	for (int i = 0; i < SHM_OWN_CLIENTS; i++)
+		if (shm_own_clients[i] == now) {
+			shm_own_clients[i] = token;
+			break;
+		}
+	pthread_mutex_unlock(&cm_lock);
+}
+
+void cm_shm_client_done(uint64_t token)
+{
+	if (token)
+		own_client_note(0, token);
+}
+
+int cm_shm_own_client(uint64_t token)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&cm_lock);
+	for (int i = 0; i < SHM_OWN_CLIENTS && !found; i++)
+		found = token && shm_own_clients[i] == token;
+	pthread_mutex_unlock(&cm_lock);
+	return found;
+}
+
 /* The discovery name of family fam, address a (NULL: the wildcard) and port
  * in *un: returns its length. Abstract (a leading 0 byte): it belongs to
  * the network namespace, no file, no permission. */
@@ -168,6 +203,15 @@ int cm_shm_drain(const void *owner)
 			       (cfd = rsock_real.accept4(l->fd[i], NULL, NULL,
 							 SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
 				ssize_t r = rsock_real.recv(cfd, b, sizeof(b), MSG_DONTWAIT);
+				if (r < 0 && errno == EAGAIN) {
+					/* Connected, not sent yet (this drain is for
+					 * another stream): shut our side first, so that
+					 * its send either landed (read now) or fails
+					 * (EPIPE: it stays on TCP), never lost while
+					 * the client goes on to send its hello. */
+					rsock_real.shutdown(cfd, SHUT_RD);
+					r = rsock_real.recv(cfd, b, sizeof(b), MSG_DONTWAIT);
+				}
 				if (r > 0 && proto_probe_decode(b, (size_t)r, &pr) > 0)
 					cm_tuple_put(&pr);
 				rsock_real.close(cfd);
@@ -285,10 +329,21 @@ int cm_shm_client_begin(struct cm_client *c, int fd)
 	sa_addr16((struct sockaddr *)&c->local, pr.client_addr);
 	sa_addr16(peer, pr.server_addr);
 	proto_probe_encode(&pr, b, sizeof(b));
-	if (rsock_real.send(dfd, b, sizeof(b), MSG_DONTWAIT) != (ssize_t)sizeof(b))
-		goto fail;
+	/* EPIPE: a drain for another stream took our connection before we
+	 * sent (cm_shm_drain): our tuple is not there, a new connection waits
+	 * for the next drain. */
+	for (int tries = 0; rsock_real.send(dfd, b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL) !=
+			    (ssize_t)sizeof(b);
+	     tries++) {
+		if (errno != EPIPE || tries == 3)
+			goto fail;
+		ownfd_close(dfd);
+		if ((dfd = disc_find(peer)) < 0)
+			goto fail;
+	}
 	ownfd_close(dfd);
 	c->shm = 1;
+	own_client_note(c->token, 0);
 	c->probed_ms = clock_now_ms();
 	log_debug("connect: fd %d: a librsock listener on this host: the same-host path", fd);
 	return 0;

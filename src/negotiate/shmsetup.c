@@ -299,5 +299,5 @@ int cm_server_shm_hello(int fd)
 	ssize_t r = rsock_real.recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 
 	return r == (ssize_t)sizeof(b) && proto_hello_decode(b, sizeof(b), &h) > 0 &&
-	       (h.flags & PROTO_HELLO_SHM);
+	       (h.flags & PROTO_HELLO_SHM) && cm_shm_own_client(h.token);
 }

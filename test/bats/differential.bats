@@ -60,7 +60,7 @@ run_three() {
 	diff -u a.out b.out
 }
 
-@test "sockcheck --expect-preload: the API sees TCP streams and counts their bytes" {
+@test "sockcheck --expect-preload: the API sees same-host streams and counts their bytes" {
 	run bounded with_preload "$SOCKCHECK" --expect-preload
 	# the mismatches (stderr) and the FAIL lines
 	echo "$output" | grep -E '^sockcheck: |: FAIL$' | head -40
@@ -75,7 +75,7 @@ run_three() {
 }
 
 @test "sockcheck --expect-preload under rsock-run, RSOCK_MODE=tcp" {
-	run bounded with_rsock_run -m tcp -- "$SOCKCHECK" --expect-preload
+	RSOCK_EXPECT_TRANSPORT=2 run bounded with_rsock_run -m tcp -- "$SOCKCHECK" --expect-preload
 	echo "$output" | grep -E '^sockcheck: |: FAIL$' | head -40
 	[ "$status" -eq 0 ]
 }
@@ -108,7 +108,7 @@ run_three() {
 	[ "$early" -lt "$rsock" ]
 }
 
-@test "early constructor: the early descriptors are tracked as TCP streams" {
+@test "early constructor: the early descriptors are tracked, on the same-host path" {
 	run bounded with_preload env LD_LIBRARY_PATH="$EARLY_LIBDIR" "$EARLY_MAIN" --expect-preload
 	echo "$output"
 	[ "$status" -eq 0 ]

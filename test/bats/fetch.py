@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fetch.py URL OUTFILE [--code]: HTTP GET URL into OUTFILE (curl -o stand-in).
 
-Used only where curl itself cannot run: under a sanitizer runtime preloaded
+Used where curl itself may not run: under a sanitizer runtime preloaded
 first (libasan makes curl hang in setlocale before main, with or without
 librsock). With --code, prints "HTTP_CODE SIZE" like
 curl -w '%{http_code} %{size_download}\\n'. Exit: 0, 7 (no connection) or 22."""

@@ -301,24 +301,29 @@ same_file() {
 	fi
 }
 
-# stats_active FILE: a librsock stats line with tcp streams >= 1 and tcp
-# bytes moved (tx or rx) is in FILE.
+# stats_active FILE [PATH]: a librsock stats line with streams >= 1 and
+# bytes moved (tx or rx) on PATH (tcp, rdma or shm; any of them without
+# PATH) is in FILE.
 stats_active() {
-	local line
+	local line p paths=${2:-"tcp rdma shm"}
 	line=$(grep -E 'rsock\[[0-9]+:[0-9]+\] info: stats: ' "$1" | tail -n 1)
 	if [ -z "$line" ]; then
 		echo "no librsock stats line in $1:" >&2
 		cat "$1" >&2
 		return 1
 	fi
-	if ! [[ "$line" =~ streams\ tcp=([0-9]+).*bytes\ tcp\ tx=([0-9]+)\ rx=([0-9]+) ]]; then
+	if ! [[ "$line" =~ streams\ tcp=([0-9]+)\ rdma=([0-9]+)\ shm=([0-9]+)\ bytes\ tcp\ tx=([0-9]+)\ rx=([0-9]+)\ rdma\ tx=([0-9]+)\ rx=([0-9]+)\ shm\ tx=([0-9]+)\ rx=([0-9]+) ]]; then
 		echo "unparsable stats line: $line" >&2
 		return 1
 	fi
-	if [ "${BASH_REMATCH[1]}" -lt 1 ] || [ $((BASH_REMATCH[2] + BASH_REMATCH[3])) -eq 0 ]; then
-		echo "librsock did not carry the stream: $line" >&2
-		return 1
-	fi
+	local -A streams=([tcp]=${BASH_REMATCH[1]} [rdma]=${BASH_REMATCH[2]} [shm]=${BASH_REMATCH[3]})
+	local -A bytes=([tcp]=$((BASH_REMATCH[4] + BASH_REMATCH[5])) [rdma]=$((BASH_REMATCH[6] + BASH_REMATCH[7]))
+		[shm]=$((BASH_REMATCH[8] + BASH_REMATCH[9])))
+	for p in $paths; do
+		[ "${streams[$p]}" -ge 1 ] && [ "${bytes[$p]}" -gt 0 ] && return 0
+	done
+	echo "librsock did not carry the stream on ${2:-any path}: $line" >&2
+	return 1
 }
 
 # rand_file PATH BYTES

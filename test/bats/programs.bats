@@ -2,7 +2,8 @@
 # Real, unmodified programs, client and server both under the library
 # (plain LD_PRELOAD and rsock-run), against a plain run: the bytes must be
 # identical and the exit statuses the same. RSOCK_STATS=1 proves the library
-# was active.
+# was active: both ends on this host run it, so their streams take the
+# same-host path (doc/design.md, "The same-host path").
 
 load helpers
 
@@ -74,8 +75,8 @@ same_status() {
 		same_file www/file.bin "got.$m" "curl ($m)"
 	done
 	same_status curl
-	stats_active curl.preload.err
-	stats_active curl.rsockrun.err
+	stats_active curl.preload.err shm
+	stats_active curl.rsockrun.err shm
 }
 
 @test "nc client -> nc -l server, 4 MB: byte-exact, same exit status, library active" {
@@ -97,10 +98,10 @@ same_status() {
 	done
 	same_status nc
 	same_status ncsrv
-	stats_active nc.preload.err
-	stats_active nc.rsockrun.err
-	stats_active ncsrv.preload.err
-	stats_active ncsrv.rsockrun.err
+	stats_active nc.preload.err shm
+	stats_active nc.rsockrun.err shm
+	stats_active ncsrv.preload.err shm
+	stats_active ncsrv.rsockrun.err shm
 }
 
 @test "nc -l server -> nc client, 4 MB: byte-exact, same exit status, library active" {
@@ -122,9 +123,9 @@ same_status() {
 	done
 	same_status nc
 	same_status ncsrv
-	stats_active nc.preload.err
-	stats_active nc.rsockrun.err
-	stats_active ncsrv.rsockrun.err
+	stats_active nc.preload.err shm
+	stats_active nc.rsockrun.err shm
+	stats_active ncsrv.rsockrun.err shm
 }
 
 @test "iperf3 client and server, -n 20M: exit 0, the JSON reports the bytes" {
@@ -153,8 +154,8 @@ PY
 	done
 	same_status iperf
 	same_status iperfsrv
-	stats_active iperf.preload.err
-	stats_active iperfsrv.rsockrun.err
+	stats_active iperf.preload.err shm
+	stats_active iperfsrv.rsockrun.err shm
 }
 
 @test "redis-server + redis-benchmark + redis-cli SET/GET round trip" {
@@ -196,8 +197,8 @@ PY
 	# the server exits the same way when told to shut down
 	diff redissrv.plain.rc redissrv.preload.rc
 	diff redissrv.plain.rc redissrv.rsockrun.rc
-	stats_active cli.preload.err
-	stats_active bench.rsockrun.err
+	stats_active cli.preload.err shm
+	stats_active bench.rsockrun.err shm
 }
 
 # nginx_conf DIR PORT: a private, non-daemon nginx in DIR.
@@ -255,8 +256,8 @@ CONF
 	diff code.plain code.preload
 	diff code.plain code.rsockrun
 	[ "$(cat code.plain)" = "200 5000000" ]
-	stats_active ngcurl.preload.err
-	stats_active ngcurl.rsockrun.err
+	stats_active ngcurl.preload.err shm
+	stats_active ngcurl.rsockrun.err shm
 }
 
 @test "the exec family and posix_spawn run programs with their arguments and environment under the preload" {

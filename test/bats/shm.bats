@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # The same-host path (doc/design.md, "The same-host path"): two librsock
-# processes of this host carry a stream through shared memory. The
-# differential programs (and sockcheck) run over it and must observe exactly what they do
+# processes of this host carry a stream through shared memory, by default.
+# The differential programs (and sockcheck) run over it and must observe exactly what they do
 # over kernel TCP (errno after every socket call included); the path is
 # asserted per stream (rsock_fd_transport() = 4, RSOCK_TRANSPORT_SHM) and
 # by the counters. A plain peer stays on TCP without delay.
@@ -24,7 +24,7 @@ teardown() {
 }
 
 # shm_differential PROG ADDR: PROG over kernel TCP, then with
-# RSOCK_MODE=shm (every stream asserted on the same-host path), outputs
+# the library (every stream asserted on the same-host path), outputs
 # and errno behaviour compared; both processes counted same-host streams.
 shm_differential() {
 	local prog=$1 addr=$2 port
@@ -35,7 +35,7 @@ shm_differential() {
 		false
 	}
 	port=$(free_port)
-	bounded 120 env RSOCK_MODE=shm RSOCK_EXPECT_TRANSPORT=4 RSOCK_STATS=1 \
+	bounded 120 env RSOCK_EXPECT_TRANSPORT=4 RSOCK_STATS=1 \
 		RSOCK_LOG_LEVEL=info RSOCK_LOG_FILE="$PWD/shm.log" ERRNOWATCH_LOG="$PWD/shm.errno" \
 		LD_PRELOAD="$(rsock_preload_watched)" \
 		"$PROGS/$prog" "$addr" "$addr" "$port" >shm.txt 2>shm.err || {
@@ -45,7 +45,7 @@ shm_differential() {
 	diff -u tcp.txt shm.txt >&2
 	errno_kept tcp.errno shm.errno
 	# the server (the client is a child that leaves with _exit) counted them
-	grep -q 'stats: same-host streams=[1-9]' shm.log || { cat shm.log >&2; false; }
+	grep -q 'stats: streams tcp=[0-9]* rdma=[0-9]* shm=[1-9]' shm.log || { cat shm.log >&2; false; }
 	echo "# $(wc -l <tcp.txt) observations identical over kernel TCP and the same-host path" >&3
 }
 
@@ -106,33 +106,57 @@ pair() {
 		python3 "$PYTHONPATH/limits.py" kill 127.0.0.1 "$port" $cases >shm.txt
 	diff -u tcp.txt shm.txt >&2
 	grep -q 'SO_ERROR ECONNRESET then 0' shm.txt
-	grep -q 'stats: same-host streams=10 ' shm.log || { grep stats shm.log >&2; false; }
+	grep -q 'stats: streams tcp=0 rdma=0 shm=10 ' shm.log || { grep stats shm.log >&2; false; }
 }
 
-@test "shm: a use shm rule turns it on; without it (the default) a local stream stays on TCP" {
-	echo 'use shm * * *' >rules
-	pair RSOCK_CONF=$PWD/rules RSOCK_CONF=$PWD/rules
+@test "shm: on by default; RSOCK_SHM=0, a use rdma rule, RSOCK_MODE=tcp keep a local stream off it" {
+	pair RSOCK_LOG_LEVEL=warn RSOCK_LOG_LEVEL=warn
 	grep -qx 'client transport 4' cli.out
 	grep -qx 'server transport 4' srv.out
-	pair RSOCK_LOG_LEVEL=warn RSOCK_LOG_LEVEL=warn
+	# either end's word is enough
+	pair RSOCK_SHM=0 RSOCK_LOG_LEVEL=warn
 	grep -qx 'client transport 2' cli.out
 	grep -qx 'server transport 2' srv.out
+	pair RSOCK_LOG_LEVEL=warn RSOCK_SHM=0
+	grep -qx 'client transport 2' cli.out
+	echo 'use rdma * * *' >rdma.rules
+	pair RSOCK_CONF=$PWD/rdma.rules RSOCK_LOG_LEVEL=warn
+	grep -qx 'client transport 2' cli.out
+	pair RSOCK_MODE=tcp RSOCK_LOG_LEVEL=warn
+	grep -qx 'server transport 2' srv.out
+	# a use shm rule and RSOCK_MODE=shm bring it back under RSOCK_SHM=0
+	echo 'use shm * * *' >shm.rules
+	pair "RSOCK_SHM=0 RSOCK_CONF=$PWD/shm.rules" "RSOCK_SHM=0 RSOCK_MODE=shm"
+	grep -qx 'client transport 4' cli.out
+	grep -qx 'server transport 4' srv.out
 }
 
-@test "shm: a server that forks after accept() and closes its copy: the child serves the stream (moved to TCP), nothing lost" {
-	SRV_FORK=fork pair RSOCK_MODE=shm RSOCK_MODE=shm
+@test "shm: RSOCK_MODE=rdma takes the same-host path to a local librsock peer (no RDMA device needed)" {
+	pair RSOCK_MODE=rdma RSOCK_MODE=rdma
 	grep -qx 'client transport 4' cli.out
+	grep -qx 'server transport 4' srv.out
+}
+
+@test "shm: a server that forks 0.2 s after accept() (set up by then) and closes its copy: the child serves the stream (moved to TCP), nothing lost" {
+	SRV_FORK=fork pair RSOCK_LOG_LEVEL=warn RSOCK_LOG_LEVEL=warn
+	grep -qx 'client transport 4' cli.out
+}
+
+@test "shm: a server that forks at once after accept() (PostgreSQL, inetd): the child sets the stream up, on shm" {
+	SRV_FORK=forknow pair RSOCK_LOG_LEVEL=warn RSOCK_LOG_LEVEL=warn
+	grep -qx 'client transport 4' cli.out
+	grep -qx 'server transport 4' srv.out
 }
 
 @test "shm: a plain server, a librsock client: TCP at once (the local look refused, no wait)" {
-	pair plain RSOCK_MODE=shm
+	pair plain RSOCK_LOG_LEVEL=warn
 	grep -qx 'client transport 2' cli.out
 	grep -qx 'server transport -2' srv.out
 	awk '/^client connect_ms/ { exit !($3 < 50) }' cli.out
 }
 
 @test "shm: a librsock server, a plain client: TCP from the first byte" {
-	pair RSOCK_MODE=shm plain
+	pair RSOCK_LOG_LEVEL=warn plain
 	grep -qx 'server transport 2' srv.out
 	grep -qx 'client transport -2' cli.out
 	awk '/^client connect_ms/ { exit !($3 < 50) }' cli.out
@@ -141,7 +165,7 @@ pair() {
 @test "shm: the client as nobody, the server as root: the same-host path, credentials logged" {
 	[ "$(id -u)" = 0 ] || { echo "needs root to run the client as another user" >&2; false; }
 	chmod 0755 "$PWD"
-	pair "RSOCK_MODE=shm RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE=$PWD/srv.log" RSOCK_MODE=shm \
+	pair "RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE=$PWD/srv.log" RSOCK_LOG_LEVEL=warn \
 		setpriv --reuid=nobody --regid=nogroup --clear-groups
 	grep -qx 'client transport 4' cli.out
 	grep -qx 'server transport 4' srv.out
@@ -149,11 +173,11 @@ pair() {
 	grep -q "shm: set-up with client pid [0-9]* uid $nobody " srv.log
 }
 
-@test "sockcheck (fork, vfork, exec, stdio, sendfile, SCM_RIGHTS ...) with RSOCK_MODE=shm prints what it prints without the library" {
+@test "sockcheck (fork, vfork, exec, stdio, sendfile, SCM_RIGHTS ...) over the same-host path prints what it prints without the library" {
 	bounded env ERRNOWATCH_LOG="$PWD/plain.errno" LD_PRELOAD="$ERRNOWATCH" "$SOCKCHECK" >plain.out
-	bounded env RSOCK_MODE=shm RSOCK_STATS=1 RSOCK_LOG_LEVEL=info RSOCK_LOG_FILE="$PWD/shm.log" \
+	bounded env RSOCK_STATS=1 RSOCK_LOG_LEVEL=info RSOCK_LOG_FILE="$PWD/shm.log" \
 		ERRNOWATCH_LOG="$PWD/shm.errno" LD_PRELOAD="$(rsock_preload_watched)" "$SOCKCHECK" >shm.out
 	diff -u plain.out shm.out >&2
 	errno_kept plain.errno shm.errno
-	grep -q 'stats: same-host streams=[1-9]' shm.log || { cat shm.log >&2; false; }
+	grep -q 'stats: streams tcp=[0-9]* rdma=[0-9]* shm=[1-9]' shm.log || { cat shm.log >&2; false; }
 }

@@ -4,9 +4,11 @@ same-host path). Each end prints the transport rsock_fd_transport() reports
 for its stream (-2 without the library), and the client whether its bytes
 came back intact and how long connect() took.
 
-  shmpair.py server DIR HOST [fork] (writes DIR/port, echoes one stream, exits;
-                                    fork: a forked child echoes, the parent
-                                    closing its copy at once, as inetd does)
+  shmpair.py server DIR HOST [fork|forknow] (writes DIR/port, echoes one
+                                    stream, exits; fork: 0.2 s after accept()
+                                    a forked child echoes, the parent closing
+                                    its copy at once, as inetd does; forknow:
+                                    the same without the 0.2 s)
   shmpair.py client HOST PORT NBYTES"""
 import ctypes
 import os
@@ -36,7 +38,8 @@ def server(d, host, fork=False):
     os.rename(os.path.join(d, "port.tmp"), os.path.join(d, "port"))
     s, _ = ls.accept()
     if fork:
-        time.sleep(0.2)  # the client's bytes are in the rings by now
+        if fork == "fork":
+            time.sleep(0.2)  # set up by the library's thread, the bytes in the rings
         pid = os.fork()
         if pid:
             s.close()
@@ -75,6 +78,6 @@ def client(host, port, nbytes):
 
 
 if sys.argv[1] == "server":
-    server(sys.argv[2], sys.argv[3], len(sys.argv) > 4 and sys.argv[4] == "fork")
+    server(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
 else:
     client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))

@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# rsock-stat against running preloaded programs over kernel TCP: the streams,
+# rsock-stat against running preloaded programs (over the same-host path, and
+# over kernel TCP with RSOCK_SHM=0): the streams,
 # their paths, exact bytes, fallback reasons, the per-process counters against
 # the programs' own RSOCK_STATS=1 line, JSON, Prometheus, -p, a process killed
 # mid-stream, a fork child, an exec, and segments that lie.
@@ -59,7 +60,7 @@ pair() {
 	CLI=$(cat "$name-cli.ready")
 }
 
-@test "rsock-stat: two preloaded programs on TCP: one line per stream, exact bytes, fallback no_device" {
+@test "rsock-stat: two preloaded programs of this host: one line per stream, path shm, exact bytes" {
 	pair a 100000 54321
 	run "$STAT"
 	[ "$status" -eq 0 ]
@@ -67,9 +68,21 @@ pair() {
 	[[ "${lines[0]}" == PID* ]]
 	line=$(grep -E "^$CLI +python3 " <<<"$output")
 	[[ "$line" =~ 127\.0\.0\.1:[0-9]+\ +127\.0\.0\.1:$PORT\  ]]
-	[[ "$line" =~ \ tcp\ +established\ +100000\ +54321\ fallback=no_device$ ]]
+	[[ "$line" =~ \ shm\ +established\ +100000\ +54321$ ]]
 	line=$(grep -E "^$SRV +python3 " <<<"$output")
 	[[ "$line" =~ 127\.0\.0\.1:$PORT\  ]]
+	[[ "$line" =~ \ shm\ +established\ +54321\ +100000$ ]]
+}
+
+@test "rsock-stat: two preloaded programs on TCP (RSOCK_SHM=0): exact bytes, fallback no_device" {
+	export RSOCK_SHM=0
+	pair t 100000 54321
+	run "$STAT"
+	[ "$status" -eq 0 ]
+	echo "$output"
+	line=$(grep -E "^$CLI +python3 " <<<"$output")
+	[[ "$line" =~ \ tcp\ +established\ +100000\ +54321\ fallback=no_device$ ]]
+	line=$(grep -E "^$SRV +python3 " <<<"$output")
 	[[ "$line" =~ \ tcp\ +established\ +54321\ +100000\ fallback=no_device$ ]]
 }
 
@@ -101,7 +114,7 @@ for o in (c, s):
     for k in ("comm", "fd", "role", "local_addr", "local_port", "peer_addr", "peer_port",
               "path", "state", "tx_bytes", "rx_bytes", "since", "fallback"):
         assert k in o, (k, o)
-    assert o["path"] == "tcp" and o["state"] == "established" and o["fallback"] == "no_device", o
+    assert o["path"] == "shm" and o["state"] == "established" and o["fallback"] is None, o
     assert "device" not in o, o
 assert c["role"] == "client" and s["role"] == "accepted", (c, s)
 assert c["tx_bytes"] == 70000 and c["rx_bytes"] == 1234, c
@@ -120,8 +133,9 @@ EOF
 	echo "$output" >stat.json
 	touch stop
 	wait_file s-cli.err
+	# (the programs' own lines: python's helper processes print theirs too)
 	for i in $(seq 1 100); do
-		grep -q "stats:" s-cli.err && grep -q "stats:" s-srv.err && break
+		grep -q "^rsock\[$CLI:.*stats:" s-cli.err && grep -q "^rsock\[$SRV:.*stats:" s-srv.err && break
 		sleep 0.05
 	done
 	python3 - "$CLI" "$SRV" <<'EOF'
@@ -136,15 +150,17 @@ for pid, name in ((int(sys.argv[1]), "s-cli"), (int(sys.argv[2]), "s-srv")):
     lib = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", line[-1].split("stats:")[1]))
     nums = [int(v) for v in re.findall(r"=(\d+)", line[-1].split("stats:")[1])]
     p = procs[pid]
-    mine = [p["streams_tcp"], p["streams_rdma"], p["tx_bytes_tcp"], p["rx_bytes_tcp"],
-            p["tx_bytes_rdma"], p["rx_bytes_rdma"]] + \
+    mine = [p["streams_tcp"], p["streams_rdma"], p["streams_shm"], p["tx_bytes_tcp"],
+            p["rx_bytes_tcp"], p["tx_bytes_rdma"], p["rx_bytes_rdma"], p["tx_bytes_shm"],
+            p["rx_bytes_shm"]] + \
            [p["fallbacks"][k] for k in ("rules", "no_device", "peer", "resources", "protocol",
                                         "not_implemented")] + \
            [p["registered_bytes"], p["handovers"], p["cq_events"], p["cq_arms"], p["zcopy_bytes"],
             p["failovers"]]
     assert mine == nums, (name, mine, nums)
     assert p["streams"] == 1 and p["tracked_fds"] >= 1, p
-for k in ("streams_tcp", "tx_bytes_tcp", "rx_bytes_tcp"):
+assert procs[int(sys.argv[1])]["streams_shm"] == 1 and procs[int(sys.argv[1])]["tx_bytes_shm"] == 33333, procs
+for k in ("streams_shm", "tx_bytes_shm", "rx_bytes_shm"):
     assert tot[0][k] >= sum(p[k] for p in procs.values() if p["pid"] in (int(sys.argv[1]), int(sys.argv[2]))), k
 EOF
 	run "$STAT" -s -p "$CLI"
@@ -181,12 +197,13 @@ def get(name, **want):
     r = [v for lab, v in samples[name] if all(lab.get(k) == w for k, w in want.items())]
     assert len(r) == 1, (name, want, samples.get(name))
     return r[0]
-assert get("rsock_streams", path="tcp") >= 2
-assert get("rsock_bytes_total", path="tcp", direction="tx", pid=cli) == 5000
-assert get("rsock_bytes_total", path="tcp", direction="rx", pid=cli) == 6000
-assert get("rsock_bytes_total", path="tcp", direction="tx", pid=cli, comm="python3") == 5000
-assert get("rsock_fallbacks_total", reason="no_device") >= 2
-assert get("rsock_streams_total", path="tcp", pid=cli) == 1
+assert get("rsock_streams", path="shm") >= 2
+assert get("rsock_bytes_total", path="shm", direction="tx", pid=cli) == 5000
+assert get("rsock_bytes_total", path="shm", direction="rx", pid=cli) == 6000
+assert get("rsock_bytes_total", path="tcp", direction="tx", pid=cli) == 0
+assert get("rsock_bytes_total", path="shm", direction="tx", pid=cli, comm="python3") == 5000
+assert get("rsock_streams_total", path="shm", pid=cli) == 1
+assert get("rsock_streams_total", path="tcp", pid=cli) == 0
 assert get("rsock_processes") >= 2
 EOF
 }

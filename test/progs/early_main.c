@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -60,7 +61,10 @@ int main(int argc, char **argv)
 	}
 	if (expect_preload) {
 		int (*tr)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "rsock_fd_transport");
-		int want = 2; /* RSOCK_TRANSPORT_TCP */
+		/* RSOCK_EXPECT_TRANSPORT, else 4 (RSOCK_TRANSPORT_SHM): both ends
+		 * run the library on this host */
+		const char *w = getenv("RSOCK_EXPECT_TRANSPORT");
+		int want = w && *w ? atoi(w) : 4;
 		if (!tr) {
 			fprintf(stderr, "early_main: rsock_fd_transport not found (no preload?)\n");
 			failures++;

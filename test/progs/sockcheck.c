@@ -9,10 +9,12 @@
  * usage: sockcheck [--expect-preload] [--noop] [--close-all] [--fsize0] [--threads]
  *   --expect-preload  also check through the public API (looked up with
  *                     dlsym, so the program runs without the library) that
- *                     connected streams report RSOCK_TRANSPORT_TCP, pipes and
- *                     AF_UNIX sockets RSOCK_TRANSPORT_NONE, and that the
- *                     counters count the bytes. Prints nothing extra to
- *                     stdout; mismatches go to stderr and the exit status.
+ *                     connected streams report RSOCK_EXPECT_TRANSPORT
+ *                     (default 4, RSOCK_TRANSPORT_SHM: both ends are in this
+ *                     process), pipes and AF_UNIX sockets
+ *                     RSOCK_TRANSPORT_NONE, and that the path's counters
+ *                     count the bytes. Prints nothing extra to stdout;
+ *                     mismatches go to stderr and the exit status.
  *   --noop            exit 0 at once (for LD_DEBUG=bindings with LD_BIND_NOW).
  *   --close-all       only close descriptors 3..4095 one by one, print counts.
  *   --fsize0          set RLIMIT_FSIZE to 0 (as a sandbox does), make a socket, exit 0.
@@ -50,6 +52,7 @@
 
 static int failures;
 static int expect_preload;
+static int stream_path = RSOCK_TRANSPORT_SHM; /* RSOCK_EXPECT_TRANSPORT */
 static int (*api_transport)(int);
 static int (*api_stats)(struct rsock_stats *, size_t);
 
@@ -130,6 +133,20 @@ static void want_transport(const char *what, int fd, int want)
 	}
 }
 
+/* The counters of the expected path (stream_path): streams, bytes sent, received. */
+static unsigned long long st_pick(const struct rsock_stats *s, int which)
+{
+	const uint64_t v[3][3] = {{s->streams_tcp, s->tx_bytes_tcp, s->rx_bytes_tcp},
+				  {s->streams_rdma, s->tx_bytes_rdma, s->rx_bytes_rdma},
+				  {s->streams_shm, s->tx_bytes_shm, s->rx_bytes_shm}};
+	int p = stream_path == RSOCK_TRANSPORT_SHM ? 2 : stream_path == RSOCK_TRANSPORT_RDMA;
+
+	return v[p][which];
+}
+#define st_streams(s) st_pick(s, 0)
+#define st_tx(s) st_pick(s, 1)
+#define st_rx(s) st_pick(s, 2)
+
 static void stats_now(struct rsock_stats *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -157,14 +174,14 @@ static void acct_end(const char *what, unsigned long long streams, unsigned long
 	if (!expect_preload)
 		return;
 	stats_now(&s);
-	if (s.streams_tcp - acct0.streams_tcp != streams || s.tx_bytes_tcp - acct0.tx_bytes_tcp != tx ||
-	    s.rx_bytes_tcp - acct0.rx_bytes_tcp != rx) {
+	if (st_streams(&s) - st_streams(&acct0) != streams || st_tx(&s) - st_tx(&acct0) != tx ||
+	    st_rx(&s) - st_rx(&acct0) != rx) {
 		fprintf(stderr,
 			"sockcheck: --expect-preload: %s: counters moved by streams %llu tx %llu rx %llu, "
 			"expected streams %llu tx %llu rx %llu\n",
-			what, (unsigned long long)(s.streams_tcp - acct0.streams_tcp),
-			(unsigned long long)(s.tx_bytes_tcp - acct0.tx_bytes_tcp),
-			(unsigned long long)(s.rx_bytes_tcp - acct0.rx_bytes_tcp), streams, tx, rx);
+			what, (st_streams(&s) - st_streams(&acct0)),
+			(st_tx(&s) - st_tx(&acct0)),
+			(st_rx(&s) - st_rx(&acct0)), streams, tx, rx);
 		failures++;
 	}
 }
@@ -312,8 +329,8 @@ static int make_pair(const char *prefix, int family, struct pair *p)
 	len = sizeof(peer);
 	snprintf(name, sizeof(name), "%s.getpeername.accepted_is_client", prefix);
 	expect(name, getpeername(p->a, &peer.sa, &len) == 0 && same_addr(&peer, &self));
-	want_transport("connected client", p->c, RSOCK_TRANSPORT_TCP);
-	want_transport("accepted stream", p->a, RSOCK_TRANSPORT_TCP);
+	want_transport("connected client", p->c, stream_path);
+	want_transport("accepted stream", p->a, stream_path);
 	return 0;
 }
 
@@ -574,7 +591,7 @@ static void nonblocking(void)
 	say("nb.accept4.nonblock: %d", !!(fcntl(a2, F_GETFL) & O_NONBLOCK));
 	R("nb.accept4.F_GETFD", fcntl(a2, F_GETFD));
 	R("nb.accept4.read.empty", read(a2, buf, sizeof(buf)));
-	want_transport("accept4 stream", a2, RSOCK_TRANSPORT_TCP);
+	want_transport("accept4 stream", a2, stream_path);
 	close(a2);
 	close(c2);
 
@@ -592,6 +609,8 @@ static void nonblocking(void)
 	R("nb.send.nonblock_client", send(c3, "abc", 3, 0));
 	wait_bytes(a3, 3);
 	R("nb.recv.nonblock_client", recv(a3, buf, sizeof(buf), 0));
+	/* used before its peer was accepted, by this one thread: the
+	 * non-blocking client gave up waiting for the answer (TCP) */
 	want_transport("non-blocking connected stream", c3, RSOCK_TRANSPORT_TCP);
 	close(a3);
 	close(c3);
@@ -934,7 +953,7 @@ static void dups(void)
 	if (make_pair("dup", AF_INET, &p) < 0)
 		return;
 	d = F("dup.dup", dup(p.c));
-	want_transport("dup of a stream", d, RSOCK_TRANSPORT_TCP);
+	want_transport("dup of a stream", d, stream_path);
 	R("dup.write.via_dup", write(d, "via-dup", 7));
 	R("dup.read", read_full(p.a, buf, 7));
 	R("dup.close.dup", close(d));
@@ -942,7 +961,7 @@ static void dups(void)
 	R("dup.read.original", read_full(p.a, buf, 4));
 
 	R("dup.dup2", dup2(p.c, 200) == 200 ? 0 : -1);
-	want_transport("dup2 of a stream", 200, RSOCK_TRANSPORT_TCP);
+	want_transport("dup2 of a stream", 200, stream_path);
 	R("dup.dup2.F_GETFD", fcntl(200, F_GETFD));
 	R("dup.dup2.same", dup2(p.c, p.c) == p.c ? 0 : -1);
 	R("dup.write.via_dup2", write(200, "d2", 2));
@@ -959,7 +978,7 @@ static void dups(void)
 
 	R("dup.dup3.cloexec", dup3(p.c, 201, O_CLOEXEC) == 201 ? 0 : -1);
 	R("dup.dup3.F_GETFD", fcntl(201, F_GETFD));
-	want_transport("dup3 of a stream", 201, RSOCK_TRANSPORT_TCP);
+	want_transport("dup3 of a stream", 201, stream_path);
 	R("dup.dup3.badflags", dup3(p.c, 202, 12345));
 	R("dup.send.via_dup3", send(201, "d3", 2, 0));
 	R("dup.read.dup3", read_full(p.a, buf, 2));
@@ -972,15 +991,15 @@ static void dups(void)
 	d3 = fcntl(p.c, F_DUPFD_CLOEXEC, 320);
 	say("dup.fcntl.F_DUPFD_CLOEXEC.min: %d", d3 >= 320);
 	R("dup.fcntl.F_DUPFD_CLOEXEC.F_GETFD", fcntl(d3, F_GETFD));
-	want_transport("F_DUPFD of a stream", d2, RSOCK_TRANSPORT_TCP);
-	want_transport("F_DUPFD_CLOEXEC of a stream", d3, RSOCK_TRANSPORT_TCP);
+	want_transport("F_DUPFD of a stream", d2, stream_path);
+	want_transport("F_DUPFD_CLOEXEC of a stream", d3, stream_path);
 	R("dup.fcntl.F_SETFD", fcntl(d2, F_SETFD, FD_CLOEXEC));
 	R("dup.fcntl.F_GETFD.after", fcntl(d2, F_GETFD));
 	d4 = fcntl64(p.c, F_DUPFD, 330);
 	say("dup.fcntl64.F_DUPFD.min: %d", d4 >= 330);
 	d5 = fcntl64(p.c, F_DUPFD_CLOEXEC, 340);
 	R("dup.fcntl64.F_DUPFD_CLOEXEC.F_GETFD", fcntl64(d5, F_GETFD));
-	want_transport("fcntl64 F_DUPFD of a stream", d4, RSOCK_TRANSPORT_TCP);
+	want_transport("fcntl64 F_DUPFD of a stream", d4, stream_path);
 	R("dup.write.via_fdupfd", write(d4, "F4", 2));
 	R("dup.read.fdupfd", read_full(p.a, buf, 2));
 	close(d2);
@@ -998,7 +1017,7 @@ static void dups(void)
 	R("dup.close_range.cloexec.F_GETFD", fcntl(401, F_GETFD));
 	R("dup.close_range.badflags", close_range(400, 402, 1u << 30));
 	R("dup.close_range.badflags.F_GETFD", fcntl(400, F_GETFD));
-	want_transport("fd after a failed close_range", 400, RSOCK_TRANSPORT_TCP);
+	want_transport("fd after a failed close_range", 400, stream_path);
 	R("dup.close_range", close_range(400, 401, 0));
 	R("dup.close_range.F_GETFD.400", fcntl(400, F_GETFD));
 	R("dup.close_range.F_GETFD.401", fcntl(401, F_GETFD));
@@ -1073,7 +1092,7 @@ static void forking(void)
 		/* the child: I/O on the inherited stream */
 		int bad = 0;
 		char b[16];
-		if (expect_preload && api_transport && api_transport(p.c) != RSOCK_TRANSPORT_TCP)
+		if (expect_preload && api_transport && api_transport(p.c) != stream_path)
 			bad = 10;
 		if (write(p.c, "from-child", 10) != 10)
 			_exit(1);
@@ -1276,7 +1295,7 @@ static void *thread_body(void *arg)
 		if (s < 0 || d < 0 || write(c, buf, sizeof(buf)) != (ssize_t)sizeof(buf) ||
 		    read_full(d, got, sizeof(got)) != (int)sizeof(got) || memcmp(buf, got, sizeof(got)))
 			bad++;
-		if (expect_preload && api_transport && api_transport(d) != RSOCK_TRANSPORT_TCP)
+		if (expect_preload && api_transport && api_transport(d) != stream_path)
 			bad++;
 		close(d);
 		close(s);
@@ -1305,14 +1324,14 @@ static int threads_main(void)
 	stats_now(&s1);
 	if (expect_preload) {
 		unsigned long long n = T_THREADS * T_ITERS;
-		if (s1.streams_tcp - s0.streams_tcp != 2 * n || s1.tx_bytes_tcp - s0.tx_bytes_tcp != 100 * n ||
-		    s1.rx_bytes_tcp - s0.rx_bytes_tcp != 100 * n || s1.tracked_fds != s0.tracked_fds) {
+		if (st_streams(&s1) - st_streams(&s0) != 2 * n || st_tx(&s1) - st_tx(&s0) != 100 * n ||
+		    st_rx(&s1) - st_rx(&s0) != 100 * n || s1.tracked_fds != s0.tracked_fds) {
 			fprintf(stderr,
 				"sockcheck: --expect-preload: threads: streams +%llu tx +%llu rx +%llu tracked %llu->%llu, "
 				"expected +%llu +%llu +%llu and no change\n",
-				(unsigned long long)(s1.streams_tcp - s0.streams_tcp),
-				(unsigned long long)(s1.tx_bytes_tcp - s0.tx_bytes_tcp),
-				(unsigned long long)(s1.rx_bytes_tcp - s0.rx_bytes_tcp),
+				(st_streams(&s1) - st_streams(&s0)),
+				(st_tx(&s1) - st_tx(&s0)),
+				(st_rx(&s1) - st_rx(&s0)),
 				(unsigned long long)s0.tracked_fds, (unsigned long long)s1.tracked_fds, 2 * n, 100 * n,
 				100 * n);
 			failures++;
@@ -1388,7 +1407,10 @@ int main(int argc, char **argv)
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--expect-preload")) {
+			const char *w = getenv("RSOCK_EXPECT_TRANSPORT");
 			expect_preload = 1;
+			if (w && *w)
+				stream_path = atoi(w);
 		} else if (!strcmp(argv[i], "--noop")) {
 			return 0;
 		} else if (!strcmp(argv[i], "--exec")) {
@@ -1490,11 +1512,11 @@ int main(int argc, char **argv)
 				(unsigned long long)start.tracked_fds, (unsigned long long)st.tracked_fds);
 			failures++;
 		}
-		if (st.streams_tcp == 0 || st.tx_bytes_tcp < 150000 || st.rx_bytes_tcp < 150000) {
+		if (st_streams(&st) == 0 || st_tx(&st) < 150000 || st_rx(&st) < 150000) {
 			fprintf(stderr,
 				"sockcheck: --expect-preload: totals too small: streams %llu tx %llu rx %llu\n",
-				(unsigned long long)st.streams_tcp, (unsigned long long)st.tx_bytes_tcp,
-				(unsigned long long)st.rx_bytes_tcp);
+				st_streams(&st), st_tx(&st),
+				st_rx(&st));
 			failures++;
 		}
 	}

@@ -38,6 +38,10 @@ require_rdma_env() {
 	fi
 }
 
+# The pair's addresses are one host's (the guest's two devices): without
+# this the same-host path would carry the streams the suite sends over RDMA.
+export RSOCK_SHM=${RSOCK_SHM:-0}
+
 ADDR_A=${RSOCK_TEST_ADDR_A:-}
 ADDR_B=${RSOCK_TEST_ADDR_B:-}
 ADDR_A6=${RSOCK_TEST_ADDR_A6:-}

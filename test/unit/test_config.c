@@ -105,8 +105,23 @@ static void test_load_values(void **state)
 	assert_int_equal(cfg.rules.n, 0);
 	/* mode tcp overrides every rule */
 	assert_int_equal(config_decide(&cfg, RULES_ROLE_CLIENT, NULL, 0), RULES_TCP);
+	/* the same-host path first by default, in mode rdma too; RSOCK_SHM=0
+	 * leaves RDMA, except in mode shm */
+	cfg.mode = RSOCK_MODE_AUTO;
+	assert_int_equal(config_decide(&cfg, RULES_ROLE_CLIENT, NULL, 0), RULES_SHM);
+	cfg.mode = RSOCK_MODE_RDMA;
+	assert_int_equal(config_decide(&cfg, RULES_ROLE_CLIENT, NULL, 0), RULES_SHM);
+	setenv("RSOCK_SHM", "0", 1);
+	assert_int_equal(config_load(&cfg), 0);
+	assert_int_equal(cfg.no_shm, 1);
 	cfg.mode = RSOCK_MODE_AUTO;
 	assert_int_equal(config_decide(&cfg, RULES_ROLE_CLIENT, NULL, 0), RULES_RDMA);
+	cfg.mode = RSOCK_MODE_SHM;
+	assert_int_equal(config_decide(&cfg, RULES_ROLE_CLIENT, NULL, 0), RULES_SHM);
+	setenv("RSOCK_SHM", "maybe", 1);
+	assert_int_equal(config_load(&cfg), 0);
+	assert_int_equal(cfg.no_shm, 0); /* invalid: warned, the default */
+	unsetenv("RSOCK_SHM");
 	unsetenv("RSOCK_CONF");
 }
 

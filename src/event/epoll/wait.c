@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/proc.h"
 #include "base/real.h"
+#include "base/stats.h"
 
 /* pass_wait: the kernel's answer was only our tags, nothing for the
  * application. Never returned by ep_wait. */
@@ -101,21 +102,25 @@ static int scan(struct ep *ep, struct epoll_event *evs, int max, uint64_t gen, i
  * Lock not held. */
 #define EP_SPIN_MAX_STREAMS 16
 /* Whether a spin started at start goes on until end; one that has lasted
- * PATH_YIELD_AFTER_NS yields the CPU first (path/adapt.h). */
-static int spin_go_on(int64_t start, int64_t end)
+ * PATH_YIELD_AFTER_NS, or one over a same-host stream (local), yields the
+ * CPU first (path/adapt.h). */
+static int spin_go_on(int64_t start, int64_t end, int local)
 {
 	int64_t now = clock_now_ns();
 
 	if (now >= end)
 		return 0;
-	path_spin_yield(now - start);
+	if (local)
+		path_spin_yield_local();
+	else
+		path_spin_yield(now - start);
 	return 1;
 }
 
 static int spin(struct ep *ep, int64_t start)
 {
 	int64_t end, budget = path_spin_budget_ns(&ep->wait);
-	int found = 0;
+	int found = 0, local = 0;
 	unsigned rounds = 0;
 
 	if (!budget || !ep->n_rdma || ep->n_rdma > EP_SPIN_MAX_STREAMS)
@@ -128,13 +133,16 @@ static int spin(struct ep *ep, int64_t start)
 		pthread_mutex_lock(&ep->lock);
 		HASH_ITER(hh, ep->items, it, tmp)
 		{
-			if (it->rdma && !it->disabled && path_spin(it->c->stream)) {
+			if (!it->rdma || it->disabled)
+				continue;
+			local |= it->c->stream->ops->stats_path == STATS_SHM;
+			if (path_spin(it->c->stream)) {
 				ep_ready_add(ep, it);
 				found = 1;
 			}
 		}
 		pthread_mutex_unlock(&ep->lock);
-	} while (!found && ((++rounds & 3) || spin_go_on(start, end)));
+	} while (!found && ((++rounds & 3) || spin_go_on(start, end, local)));
 	return found;
 }
 

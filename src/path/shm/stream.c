@@ -205,7 +205,7 @@ static int spin(struct shm_stream *st, const struct seen *v, int64_t start)
 				pthread_mutex_lock(&st->lock);
 				return 0;
 			}
-			path_spin_yield(spun);
+			path_spin_yield_local();
 		}
 #if defined(__x86_64__) || defined(__i386__)
 		__builtin_ia32_pause();
