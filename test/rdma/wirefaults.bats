@@ -337,6 +337,47 @@ addr_back() {
 	failed_over
 }
 
+# readd_echo N: a fresh librsock client in a (its log c-N.log) connects to
+# the churn server in b, 16 B out and back, closes; prints its stats line's
+# "tcp=T rdma=R". Without the negative cache: a probe b could not answer
+# (no device) keeps the next RSOCK_NEG_CACHE_S (30 s) of a's streams to b
+# on TCP, which is the cache's rule, not the server's recovery.
+readd_echo() {
+	bounded 60 env RSOCK_STATS=1 RSOCK_NEG_CACHE_S=0 RSOCK_LOG_LEVEL=debug RSOCK_LOG_FILE="$PWD/c-$1.log" \
+		LD_PRELOAD="$(rsock_preload_value)" python3 "$BATS_TEST_DIRNAME/churn.py" client \
+		"$ADDR_B" "$PORT" 1 1 >"c-$1.out" 2>&1 || { cat "c-$1.out" "c-$1.log" >&2; return 1; }
+	echo "tcp=$(stat_of "c-$1.log" tcp) rdma=$(stat_of "c-$1.log" rdma)"
+}
+
+# The same server process lives through its device's removal and return:
+# its beacon (a wildcard rdma_cm listener) hears on the new device, and the
+# data listener and device are opened again for the next hello.
+@test "wirefaults: b's rxe device removed and added again under a running librsock server: the stream in between takes TCP, the one after takes RDMA again; every echo intact" {
+	local D first gone back
+	: >"$BATS_TEST_TMPDIR/.rxe_dummy"
+	"$PEER" run bash -c 'ip link add rsdummy0 type dummy && ip link set rsdummy0 up &&
+		rdma link add rxedummy type rxe netdev rsdummy0'
+	D=$(peer_dir srv)
+	PORT=$(free_port)
+	# shellcheck disable=SC2046 # the env words
+	peer_start srv timeout 120 $(rsock_in srv "$D") RSOCK_LOG_LEVEL=debug \
+		python3 "$BATS_TEST_DIRNAME/churn.py" serve "$ADDR_B" "$PORT" 3
+	peer_wait_port "$PORT"
+	first=$(readd_echo 1)
+	: >"$BATS_TEST_TMPDIR/.rxe_gone"
+	"$PEER" run bash -c 'rdma link delete rxe0'
+	gone=$(readd_echo 2)
+	"$PEER" run bash -c 'rdma link add rxe0 type rxe netdev eth0'
+	rm -f "$BATS_TEST_TMPDIR/.rxe_gone"
+	back=$(readd_echo 3)
+	peer_wait srv 30
+	tap_note "librsock: a fresh client's stream before b's rxe0 went: $first; while it was gone: $gone; once back: $back"
+	grep -x 'served 3 echoed 3 failed 0' "$D/out"
+	[ "$first" = "tcp=0 rdma=1" ]
+	[ "$gone" = "tcp=1 rdma=0" ]
+	[ "$back" = "tcp=0 rdma=1" ] || { grep -v 'sent\|received' "$D/srv.log" | tail -n 30 >&2; false; }
+}
+
 teardown() {
 	peer_cleanup
 	if [ -f "$BATS_TEST_TMPDIR/.addr_off" ]; then
