@@ -326,6 +326,51 @@ stats_active() {
 	return 1
 }
 
+# pg_cluster BIN: a new PostgreSQL cluster owned by postgres (initdb from
+# BIN) in PG, a directory that user can reach, with PG/srv.log its to write.
+pg_cluster() {
+	PG=$(mktemp -d /tmp/rsock-pg.XXXXXX)
+	chmod 755 "$PG"
+	chown postgres "$PG"
+	touch "$PG/srv.log"
+	chown postgres "$PG/srv.log"
+	bounded 120 runuser -u postgres -- "$1/initdb" -D "$PG/data" -A trust -U postgres >initdb.txt 2>&1 ||
+		{ cat initdb.txt >&2; false; }
+}
+
+# nginx_conf DIR PORT [WORKERS]: a private, non-daemon nginx in DIR on
+# 127.0.0.1:PORT serving DIR/www; one process by default, else a master and
+# WORKERS workers (as root).
+nginx_conf() {
+	local dir=$1 port=$2 workers=${3:-1} procs
+	procs="master_process off;
+worker_processes 1;"
+	[ "$workers" = 1 ] || procs="user root;
+worker_processes $workers;"
+	mkdir -p "$dir/logs" "$dir/tmp" "$dir/www"
+	cat >"$dir/nginx.conf" <<CONF
+daemon off;
+$procs
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 256; }
+http {
+	access_log off;
+	sendfile on;
+	tcp_nopush on;
+	client_body_temp_path $dir/tmp/body;
+	proxy_temp_path $dir/tmp/proxy;
+	fastcgi_temp_path $dir/tmp/fastcgi;
+	uwsgi_temp_path $dir/tmp/uwsgi;
+	scgi_temp_path $dir/tmp/scgi;
+	server {
+		listen 127.0.0.1:$port;
+		root $dir/www;
+	}
+}
+CONF
+}
+
 # rand_file PATH BYTES
 rand_file() {
 	head -c "$2" /dev/urandom >"$1"

@@ -201,34 +201,6 @@ PY
 	stats_active bench.rsockrun.err shm
 }
 
-# nginx_conf DIR PORT: a private, non-daemon nginx in DIR.
-nginx_conf() {
-	local dir=$1 port=$2
-	mkdir -p "$dir/logs" "$dir/tmp" "$dir/www"
-	cat >"$dir/nginx.conf" <<CONF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-events { worker_connections 64; }
-http {
-	access_log off;
-	sendfile on;
-	tcp_nopush on;
-	client_body_temp_path $dir/tmp/body;
-	proxy_temp_path $dir/tmp/proxy;
-	fastcgi_temp_path $dir/tmp/fastcgi;
-	uwsgi_temp_path $dir/tmp/uwsgi;
-	scgi_temp_path $dir/tmp/scgi;
-	server {
-		listen 127.0.0.1:$port;
-		root $dir/www;
-	}
-}
-CONF
-}
-
 @test "nginx serving a file to curl (sendfile): byte-exact, same exit status, library active" {
 	require_cmd curl
 	local nginx m port pid rc dir

@@ -85,26 +85,7 @@ on_shm() {
 	[ -x "$nginx" ] || skip "nginx is not installed"
 	port=$(free_port)
 	dir=$PWD/ng
-	mkdir -p "$dir/logs" "$dir/tmp" "$dir/www"
-	cat >"$dir/nginx.conf" <<CONF
-daemon off;
-user root;
-worker_processes 2;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-events { worker_connections 256; }
-http {
-	access_log off;
-	proxy_temp_path $dir/tmp/proxy;
-	fastcgi_temp_path $dir/tmp/fastcgi;
-	uwsgi_temp_path $dir/tmp/uwsgi;
-	scgi_temp_path $dir/tmp/scgi;
-	server {
-		listen 127.0.0.1:$port;
-		root $dir/www;
-	}
-}
-CONF
+	nginx_conf "$dir" "$port" 2
 	rand_file "$dir/www/file.bin" 2000000
 	head -c 1024 /dev/urandom >"$dir/www/k1"
 	start_bg ng env $(shm_env ng) "$nginx" -p "$dir" -c "$dir/nginx.conf" -e "$dir/logs/error.log"
@@ -223,13 +204,7 @@ EOF
 	[ "$(id -u)" = 0 ] || skip "needs root to run the server as postgres"
 	id postgres >/dev/null 2>&1 || skip "no user postgres"
 	port=$(free_port)
-	PG=$(mktemp -d /tmp/rsock-pg.XXXXXX)
-	chmod 755 "$PG"
-	chown postgres "$PG"
-	touch "$PG/srv.log"
-	chown postgres "$PG/srv.log"
-	bounded 120 runuser -u postgres -- "$bin/initdb" -D "$PG/data" -A trust -U postgres >initdb.txt 2>&1 ||
-		{ cat initdb.txt >&2; false; }
+	pg_cluster "$bin"
 	start_bg srv runuser -u postgres -- env RSOCK_STATS=1 RSOCK_LOG_FILE="$PG/srv.log" \
 		LD_PRELOAD="$(rsock_preload_value)" "$bin/postgres" -D "$PG/data" \
 		-h 127.0.0.1 -p "$port" -k "$PG" -c fsync=off

@@ -585,14 +585,7 @@ sys.stdout.buffer.write(b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n
 	[ -x "$bin/postgres" ] || { echo "postgres is not installed" >&2; false; }
 	require_cmd pgbench runuser
 	port=$(free_port)
-	# The server runs as postgres: its files live where that user can reach.
-	PG=$(mktemp -d /tmp/rsock-pg.XXXXXX)
-	chmod 755 "$PG"
-	chown postgres "$PG"
-	touch "$PG/srv.log"
-	chown postgres "$PG/srv.log"
-	bounded 120 runuser -u postgres -- "$bin/initdb" -D "$PG/data" -A trust -U postgres >initdb.txt 2>&1 ||
-		{ cat initdb.txt >&2; false; }
+	pg_cluster "$bin"
 	echo "host all all 0.0.0.0/0 trust" >>"$PG/data/pg_hba.conf"
 	rdma_snapshot
 	start_bg srv runuser -u postgres -- env RSOCK_STATS=1 RSOCK_LOG_FILE="$PG/srv.log" \

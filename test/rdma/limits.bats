@@ -28,6 +28,22 @@ same_outcome() {
 	echo "# librsock: the same ($(wc -l <rdma.txt) lines)" >&3
 }
 
+# kill_pair CASES [ENV...]: limits.py's kill CASES over kernel TCP
+# (tcp.txt), then from a librsock client with ENV too (rdma.txt, its log
+# cli.log, the RDMA packets counted from here on); the outcomes the same.
+kill_pair() {
+	local cases=$1 port
+	shift
+	port=$(free_port)
+	# shellcheck disable=SC2086 # the cases split into words
+	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
+	port=$(free_port)
+	rdma_snapshot
+	# shellcheck disable=SC2046,SC2086
+	bounded 90 env "$@" $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
+	same_outcome
+}
+
 # nobody KB: the words that run a command as the user nobody (root ignores
 # RLIMIT_MEMLOCK) with that much locked memory, from the test's directory
 # made writable.
@@ -48,13 +64,8 @@ echo_srv() {
 
 @test "limits: a peer killed with SIGKILL, sending or receiving, with bytes unread at either end: blocked read, write, poll and epoll_wait return within 1 s what kernel TCP's return" {
 	local cases="send/read sendrst/read sendrst/poll unread/read unreadrst/read recv/epoll norecv/write
-		norecv/poll" port
-	port=$(free_port)
-	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
-	port=$(free_port)
-	rdma_snapshot
-	bounded 90 env $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
-	same_outcome
+		norecv/poll"
+	kill_pair "$cases"
 	[ "$(grep -c ' fast' rdma.txt)" -eq 6 ]
 	! grep -q slow rdma.txt
 	[ "$(stat_of cli.log rdma)" -eq 8 ]
@@ -69,13 +80,8 @@ echo_srv() {
 # protocol").
 @test "limits: a peer killed with 100 bytes or 10 KB unread (below a quarter of the ring, or in its spill): the survivor's read gets ECONNRESET and its write EPIPE; one that read them: EOF, as over kernel TCP" {
 	local cases="sendrst:100/read sendrst:10000/read sendrst:100/poll spillrst:100/read spillrst:10000/poll
-		recv:100/read recv:10000/read recv:100/epoll" port
-	port=$(free_port)
-	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
-	port=$(free_port)
-	rdma_snapshot
-	bounded 90 env RSOCK_LOG_LEVEL=debug $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
-	same_outcome
+		recv:100/read recv:10000/read recv:100/epoll"
+	kill_pair "$cases" RSOCK_LOG_LEVEL=debug
 	[ "$(grep -c 'read returned ECONNRESET.*then write EPIPE' rdma.txt)" -eq 3 ]
 	[ "$(grep -c 'read returned EOF.*then write EPIPE' rdma.txt)" -eq 2 ]
 	[ "$(grep -c ' fast' rdma.txt)" -eq 8 ]
@@ -89,13 +95,8 @@ echo_srv() {
 # TCP's reset leaves its error in the socket until a call reports it:
 # getsockopt(SO_ERROR) once (then 0), poll's POLLERR until then.
 @test "limits: a peer killed with 100 bytes or 10 KB unread: getsockopt(SO_ERROR) says ECONNRESET once, poll POLLERR until it did, then read EOF and write EPIPE; one that read them: 0; as over kernel TCP" {
-	local cases="sendrst:100/soerr sendrst:10000/soerr sendrst:100/pollsoerr recv:100/soerr recv:100/pollsoerr" port
-	port=$(free_port)
-	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
-	port=$(free_port)
-	rdma_snapshot
-	bounded 90 env $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
-	same_outcome
+	local cases="sendrst:100/soerr sendrst:10000/soerr sendrst:100/pollsoerr recv:100/soerr recv:100/pollsoerr"
+	kill_pair "$cases"
 	[ "$(grep -c 'SO_ERROR ECONNRESET then 0; then poll IN|HUP|RDHUP; then read 0 bytes then EOF; then write EPIPE' rdma.txt)" -eq 3 ]
 	grep -q 'pollsoerr: .*poll IN|ERR|HUP|RDHUP; SO_ERROR ECONNRESET' rdma.txt
 	[ "$(grep -c 'SO_ERROR 0 then 0' rdma.txt)" -eq 2 ]
