@@ -29,6 +29,8 @@ import subprocess
 import sys
 import time
 
+from echoes import read_exact
+
 
 def held():
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
@@ -67,13 +69,7 @@ def serve(addr, port, n, mark):
     for i in range(1, n + 1):
         c, _ = s.accept()
         try:
-            b = b""
-            while len(b) < 16:
-                d = c.recv(16 - len(b))
-                if not d:
-                    break
-                b += d
-            c.sendall(b)
+            c.sendall(read_exact(c, 16))
             echoed += 1
         except OSError:
             failed += 1
@@ -92,12 +88,8 @@ def client(addr, port, n, mark, abrupt):
         if abrupt and i % 2 == 0:
             c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, reset)
         else:
-            b = b""
-            while len(b) < 16:
-                d = c.recv(16 - len(b))
-                assert d, "EOF after %d bytes in stream %d" % (len(b), i)
-                b += d
-            assert b == b"0123456789abcdef", b
+            b = read_exact(c, 16)
+            assert b == b"0123456789abcdef", "stream %d: %r" % (i, b)
         t = time.monotonic()
         c.close()
         closes.append(time.monotonic() - t)

@@ -9,19 +9,11 @@ import select
 import socket
 import sys
 
+from echoes import echo_to_eof, listener
+
 role, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if role == "srv":
-    lsn = socket.socket()
-    lsn.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsn.bind((host, port))
-    lsn.listen(1)
-    s = lsn.accept()[0]
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        s.sendall(b)
-    s.close()
+    echo_to_eof(listener(host, port).accept()[0])
     sys.exit(0)
 
 
