@@ -10,6 +10,7 @@
 #   ROUNDS, STREAM_MB, REDIS_N, WRK_S override the sizes; RUNS (default 3)
 #   the runs of the server benchmarks (their median is shown).
 # Prints a Markdown table and writes it to bench/results/shm.md.
+# shellcheck disable=SC2046 # env_of's words are split on purpose
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-${RSOCK_BUILD_DIR:-$here/../build}}
@@ -33,14 +34,19 @@ env_of() {
 	shm0) echo "LD_PRELOAD=$lib RSOCK_STATS=1 RSOCK_POLL_US=0 RSOCK_LOG_FILE=$work/$2.log" ;;
 	esac
 }
-# on_shm MODE NAME: for a same-host mode, NAME's streams were all on shm
+# on_shm MODE NAME: for a same-host mode, NAME's streams were all on shm;
+# NAME's log is removed (the library appends to it: a later run's check
+# sees that run's counters only)
 on_shm() {
 	[ "$1" = tcp ] && return 0
+	local rc=0
 	grep -qE 'stats: streams tcp=0 rdma=0 shm=[1-9]' "$work/$2.log" 2>/dev/null || {
 		echo "shm.sh: $2 ($1) did not run on the same-host path:" >&2
-		cat "$work/$2.log" >&2
-		return 1
+		cat "$work/$2.log" >&2 2>/dev/null || true
+		rc=1
 	}
+	rm -f "$work/$2.log"
+	return $rc
 }
 wait_port() {
 	for _ in $(seq 1 200); do
@@ -49,19 +55,24 @@ wait_port() {
 	done
 	return 1
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "-" }'; }
+# the median of the numbers of stdin ("-": none)
+median() { awk '$1 ~ /^[0-9]/' | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "-" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 && b + 0) printf "%.2fx", a / b; else print "-" }'; }
 
-# sb MODE KIND SIZE COUNT: one sockbench server (one connection) and client
+# sb MODE KIND SIZE COUNT: one sockbench server (one connection) and
+# client; prints the client's line, or "- - -" when the client failed or a
+# same-host client's stream was not on shm
 sb() {
-	local m=$1 kind=$2 size=$3 count=$4
+	local m=$1 kind=$2 size=$3 count=$4 out=
 	port=$((port + 1))
 	env $(env_of "$m" sbs) taskset -c $cs "$work/sb" server 127.0.0.1 $port 1 &
 	local srv=$!
-	wait_port $port
-	env $(env_of "$m" sbc) taskset -c $cc_ "$work/sb" "$kind" 127.0.0.1 $port 127.0.0.1 "$size" "$count"
-	wait $srv
-	on_shm "$m" sbc
+	if wait_port $port; then
+		out=$(env $(env_of "$m" sbc) taskset -c $cc_ "$work/sb" "$kind" 127.0.0.1 $port 127.0.0.1 "$size" "$count") || out=
+	fi
+	kill $srv 2>/dev/null || true
+	wait $srv 2>/dev/null || true
+	if [ -n "$out" ] && on_shm "$m" sbc; then echo "$out"; else echo "- - -"; fi
 }
 
 # redis MODE: requests/s of redis-benchmark (64 B values) GET and SET, -c 1
@@ -119,10 +130,9 @@ EOF
 # ir MODE N: the sockbench client's user-space instructions for N 64 B round
 # trips and the warm-up tenth (callgrind; no busy-poll)
 ir() {
-	local m=$1 n=$2 e
+	local m=$1 n=$2
 	port=$((port + 1))
-	e=$(env_of "$m" irs)
-	env $e RSOCK_POLL_US=0 "$work/sb" server 127.0.0.1 $port 1 >/dev/null &
+	env $(env_of "$m" irs) RSOCK_POLL_US=0 "$work/sb" server 127.0.0.1 $port 1 >/dev/null &
 	local srv=$!
 	wait_port $port
 	env $(env_of "$m" irc) RSOCK_POLL_US=0 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
@@ -144,7 +154,7 @@ for m in tcp shm shm0; do
 done
 declare -A W
 for m in tcp shm shm0; do
-	command -v nginx >/dev/null && command -v wrk >/dev/null || break
+	if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then break; fi
 	W[$m]=$(for _ in $(seq 1 "$runs"); do nginx_run $m; done | median)
 done
 declare -A I
