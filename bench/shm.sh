@@ -23,7 +23,15 @@ ncpu=$(nproc)
 cs=0 cc_=$((ncpu > 1 ? 1 : 0))
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
-port=47000
+# ports from a random base below the ephemeral range (a connection's
+# local port there would make a server's bind fail), skipping those in
+# use (other work on the host listens too)
+read -r eph _ </proc/sys/net/ipv4/ip_local_port_range
+port=$((eph > 12000 ? 10000 + RANDOM % (eph - 12000) : 40000 + RANDOM % 10000))
+next_port() {
+	port=$((port + 1))
+	while ss -Htan "sport = :$port" | grep -q .; do port=$((port + 1)); done
+}
 # env_of MODE NAME: the environment of a process of MODE (tcp: no library;
 # shm: the library, its counters to NAME.log; shm0: the same without the
 # busy-poll, RSOCK_POLL_US=0)
@@ -64,10 +72,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 && b + 0) printf "%.2fx", a
 # same-host client's stream was not on shm
 sb() {
 	local m=$1 kind=$2 size=$3 count=$4 out=
-	port=$((port + 1))
+	next_port
 	env $(env_of "$m" sbs) taskset -c $cs "$work/sb" server 127.0.0.1 $port 1 &
 	local srv=$!
-	if wait_port $port; then
+	if wait_port $port && kill -0 $srv 2>/dev/null; then
 		out=$(env $(env_of "$m" sbc) taskset -c $cc_ "$work/sb" "$kind" 127.0.0.1 $port 127.0.0.1 "$size" "$count") || out=
 	fi
 	kill $srv 2>/dev/null || true
@@ -79,7 +87,7 @@ sb() {
 # and -c 8, one line each: "set1 get1 set8 get8"
 redis_run() {
 	local m=$1 out=() c
-	port=$((port + 1))
+	next_port
 	env $(env_of "$m" rsrv) taskset -c $cs redis-server --port $port --bind 127.0.0.1 --save '' \
 		--appendonly no --daemonize no --loglevel warning >/dev/null &
 	local srv=$!
@@ -98,7 +106,7 @@ redis_run() {
 # one nginx worker
 nginx_run() {
 	local m=$1 d=$work/ng-$1
-	port=$((port + 1))
+	next_port
 	mkdir -p "$d/www" "$d/tmp"
 	head -c 1024 /dev/urandom >"$d/www/1k"
 	cat >"$d/nginx.conf" <<EOF
@@ -131,7 +139,7 @@ EOF
 # trips and the warm-up tenth (callgrind; no busy-poll)
 ir() {
 	local m=$1 n=$2
-	port=$((port + 1))
+	next_port
 	env $(env_of "$m" irs) RSOCK_POLL_US=0 "$work/sb" server 127.0.0.1 $port 1 >/dev/null &
 	local srv=$!
 	wait_port $port
