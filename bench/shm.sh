@@ -9,10 +9,25 @@
 # Usage: bench/shm.sh [BUILD_DIR]
 #   ROUNDS, STREAM_MB, REDIS_N, WRK_S override the sizes; RUNS (default 3)
 #   the runs of the server benchmarks (their median is shown).
-# Prints a Markdown table and writes it to bench/results/shm.md.
+# Prints a Markdown table and writes it to bench/results/shm.md (keeping
+# the sweep's section of that file).
+#
+# Usage: bench/shm.sh sweep [BUILD_DIR]
+#   the curves beside TCP loopback, as bench/suite.sh draws the RDMA
+#   suite's: sockbench's round trip p50 and one stream at each message size
+#   (SWEEP_SIZES, default 64 B to 1 MiB by powers of 4), kernel TCP against
+#   the same-host path with and without busy-polling, median of RUNS runs
+#   (the three in turn, the order rotated from run to run). Writes
+#   bench/results/shm-lat.dat, shm-bw.dat, shm-lat.png and shm-bw.png
+#   (bench/plot.gp) and the section "By message size" of shm.md.
 # shellcheck disable=SC2046 # env_of's words are split on purpose
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+mode=table
+if [ "${1:-}" = sweep ]; then
+	mode=sweep
+	shift
+fi
 build=${1:-${RSOCK_BUILD_DIR:-$here/../build}}
 lib=$build/.libs/librsock.so
 [ -r "$lib" ] || { echo "shm.sh: no $lib (build first)" >&2; exit 2; }
@@ -66,6 +81,8 @@ wait_port() {
 # the median of the numbers of stdin ("-": none)
 median() { awk '$1 ~ /^[0-9]/' | sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : "-" }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 && b + 0) printf "%.2fx", a / b; else print "-" }'; }
+# the same to three significant digits (the sweep's ratios span 0.001x-100x)
+ratio3() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 && b + 0) printf "%.3gx", a / b; else print "-" }'; }
 
 # sb MODE KIND SIZE COUNT: one sockbench server (one connection) and
 # client; prints the client's line, or "- - -" when the client failed or a
@@ -150,6 +167,94 @@ ir() {
 	on_shm "$m" irc
 }
 
+# ---- bench/shm.sh sweep ------------------------------------------------------
+sweep_heading="## By message size"
+md=$here/results/shm.md
+if [ "$mode" = sweep ]; then
+	sizes=${SWEEP_SIZES:-"64 256 1024 4096 16384 65536 262144 1048576"}
+	modes=(tcp shm shm0)
+	declare -A LAT BW
+	for size in $sizes; do
+		# round trips: 2^28 B each way at most, 500 to 10,000 of them
+		n=$(((1 << 28) / size))
+		n=$((n < 500 ? 500 : n > 10000 ? 10000 : n))
+		# one stream: 200,000 writes, at most STREAM_MB
+		bytes=$((size * 200000))
+		bytes=$((bytes > (mb << 20) ? (mb << 20) : bytes))
+		unset got
+		declare -A got=()
+		for r in $(seq 1 "$runs"); do
+			for i in 0 1 2; do
+				m=${modes[$(((i + r) % 3))]}
+				got[lat$m]+="$(sb "$m" pingpong "$size" "$n" | awk '{print $1}')"$'\n'
+				next_port
+				got[bw$m]+="$(sb "$m" stream "$size" "$bytes" | awk '{print $1}')"$'\n'
+				next_port
+			done
+		done
+		for m in "${modes[@]}"; do
+			LAT[$m,$size]=$(printf '%s' "${got[lat$m]}" | median)
+			BW[$m,$size]=$(printf '%s' "${got[bw$m]}" | median)
+		done
+		echo "shm.sh: $size B: p50 us tcp ${LAT[tcp,$size]} shm ${LAT[shm,$size]} shm0 ${LAT[shm0,$size]};" \
+			"MB/s tcp ${BW[tcp,$size]} shm ${BW[shm,$size]} shm0 ${BW[shm0,$size]}" >&2
+	done
+	load1=$(cut -d' ' -f1-3 /proc/loadavg)
+	mkdir -p "$here/results"
+	{
+		echo "# size tcp_p50_us shm_p50_us shm_nopoll_p50_us"
+		for size in $sizes; do echo "$size ${LAT[tcp,$size]} ${LAT[shm,$size]} ${LAT[shm0,$size]}"; done
+	} >"$here/results/shm-lat.dat"
+	{
+		echo "# size tcp_MBps shm_MBps shm_nopoll_MBps"
+		for size in $sizes; do echo "$size ${BW[tcp,$size]} ${BW[shm,$size]} ${BW[shm0,$size]}"; done
+	} >"$here/results/shm-bw.dat"
+	command -v gnuplot >/dev/null || { apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends gnuplot-nox >&2; } || true
+	if command -v gnuplot >/dev/null; then
+		(cd "$here/.." && gnuplot -e 'bench = "shm"' bench/plot.gp) && echo "shm.sh: plots in bench/results/shm-*.png" >&2
+	fi
+	{
+		echo "$sweep_heading"
+		echo
+		echo "\`bench/shm.sh sweep\`: sockbench's round trip (p50 of 256 MiB / size round trips, at least"
+		echo "500 and at most 10,000, after a tenth's warm-up) and one stream (200,000 writes of the size, at"
+		echo "most $mb MiB, until the server's one-byte answer) at each message size: kernel TCP over"
+		echo "loopback against the same-host path, busy-polling (the default) and with \`RSOCK_POLL_US=0\`."
+		echo "Server on CPU $cs, client on CPU $cc_ of $ncpu; the three one after the other, the order rotated"
+		echo "from run to run, median of $runs runs; a same-host figure is kept only when the client's counters"
+		echo "show its stream on shm (\"-\" otherwise). Load average at the start $load0, at the end"
+		echo "$load1. Data: [shm-lat.dat](shm-lat.dat), [shm-bw.dat](shm-bw.dat)."
+		echo
+		echo "![Round trip p50 by message size](shm-lat.png)"
+		echo
+		echo "![One stream by write size](shm-bw.png)"
+		echo
+		echo "| size (B) | round trip p50 (µs): kernel TCP | same-host | ratio | same-host, RSOCK_POLL_US=0 | stream (MB/s): kernel TCP | same-host | ratio | same-host, RSOCK_POLL_US=0 |"
+		echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+		for size in $sizes; do
+			echo "| $size | ${LAT[tcp,$size]} | ${LAT[shm,$size]} | $(ratio3 "${LAT[shm,$size]}" "${LAT[tcp,$size]}") | ${LAT[shm0,$size]} |" \
+				"${BW[tcp,$size]} | ${BW[shm,$size]} | $(ratio3 "${BW[shm,$size]}" "${BW[tcp,$size]}") | ${BW[shm0,$size]} |"
+		done
+	} >"$work/sweep.md"
+	# shm.md: the table's part as it is, this section in place of the last one's
+	if [ -f "$md" ]; then
+		sed "/^$sweep_heading\$/,\$d" "$md" |
+			awk '{ l[NR] = $0 } END { n = NR; while (n && l[n] == "") n--; for (i = 1; i <= n; i++) print l[i] }' >"$work/head.md"
+	else
+		: >"$work/head.md"
+	fi
+	{
+		cat "$work/head.md"
+		[ -s "$work/head.md" ] && echo
+		cat "$work/sweep.md"
+	} >"$md"
+	cat "$work/sweep.md"
+	exit 0
+fi
+
+# ---- bench/shm.sh: the table ---------------------------------------------------
+# the sweep's section of shm.md, kept
+kept=$(sed -n "/^$sweep_heading\$/,\$p" "$md" 2>/dev/null || true)
 read -r tp50 tp99 _ <<<"$(sb tcp pingpong 64 "$rounds")"
 read -r sp50 sp99 _ <<<"$(sb shm pingpong 64 "$rounds")"
 tmb=$(sb tcp stream 65536 $((mb << 20)) | awk '{print $1}')
@@ -197,4 +302,5 @@ row() { # label tcp shm [shm without busy-poll]
 	fi
 	[ -n "${W[tcp]:-}" ] && row "nginx + wrk, 8 connections, 1 KiB (req/s)" "${W[tcp]}" "${W[shm]}" "${W[shm0]}"
 	[ -n "${I[tcp]:-}" ] && echo "| user-space instructions per 64 B round trip (client) | ${I[tcp]} | ${I[shm]} | $(ratio "${I[shm]}" "${I[tcp]}") | |"
-} | tee "$here/results/shm.md"
+	[ -z "$kept" ] || printf '\n%s\n' "$kept"
+} | tee "$md"
