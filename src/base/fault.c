@@ -38,6 +38,9 @@ static const struct {
 	[FAULT_CM_REMOVAL] = {"cm_removal", V_MS, 1000},
 	[FAULT_CQ_ERR] = {"cq_err", V_MS, 1000},
 	[FAULT_CQ_SMALL] = {"cq_small", V_MS, 16},
+	[FAULT_HELLO_LATE] = {"hello_late", V_MS, 3000},
+	[FAULT_ANSWER_LATE] = {"answer_late", V_MS, 3000},
+	[FAULT_ANSWER_SLOW] = {"answer_slow", V_MS, 3000},
 };
 
 static const struct {

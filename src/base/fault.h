@@ -10,7 +10,8 @@
  * VALUE: an errno name or number for the verbs sites (default ENOMEM, EIO
  * for req_notify), a completion status for wc (rem_access, retry_exc,
  * rnr_retry_exc, loc_prot, or a number; default rem_access),
- * milliseconds for cm_late (default 1000) and for cm_addr_change,
+ * milliseconds for cm_late (default 1000), hello_late, answer_late and
+ * answer_slow (default 3000) and for cm_addr_change,
  * cm_removal and cq_err (the event's delay after the stream came up,
  * default 1000), entries for cq_small (default 16);
  * none for the others. A site appears once; anything malformed arms
@@ -35,6 +36,9 @@ enum fault_site {
 	FAULT_CM_REMOVAL,   /* ... a made-up DEVICE_REMOVAL (the device stays) */
 	FAULT_CQ_ERR,       /* ... a made-up IBV_EVENT_CQ_ERR: its CQ overran */
 	FAULT_CQ_SMALL,     /* a stream's CQ made with VALUE entries: it can overrun */
+	FAULT_HELLO_LATE,   /* the client's hello goes VALUE ms late */
+	FAULT_ANSWER_LATE,  /* the server's answer to a hello goes VALUE ms late */
+	FAULT_ANSWER_SLOW,  /* the client reads the server's answer VALUE ms late */
 	FAULT_SITES
 };
 

@@ -156,7 +156,7 @@ void conn_settle(struct conn *c, int fd, int how)
 			rc = cm_client_await(st, fd, rdma_ok, nb, &s, &stale, &why);
 		} else {
 			struct cm_bufs b = {atomic_load(&c->rcvbuf), atomic_load(&c->sndbuf)};
-			rc = cm_server_handshake(fd, rdma_ok ? &b : NULL, &s, &why);
+			rc = cm_server_handshake(fd, rdma_ok ? &b : NULL, &s, &stale, &why);
 		}
 		if (rc == 0) {
 			c->stream = s;
@@ -168,7 +168,7 @@ void conn_settle(struct conn *c, int fd, int how)
 			if (conn_hooks.stream_converted)
 				conn_hooks.stream_converted();
 		} else {
-			c->stale_ack = stale;
+			atomic_store(&c->stale, stale);
 			atomic_store(&c->path, CONN_PATH_TCP);
 			stats_fallback(why);
 		}

@@ -41,7 +41,8 @@ struct conn {
 	_Atomic int nonblock;   /* O_NONBLOCK of the open file description */
 	pthread_mutex_t lock;   /* guards the set-up fields below */
 	struct path_stream *stream; /* the stream's path object once path != TCP (then immutable) */
-	int stale_ack;          /* a late hello answer may head the TCP stream */
+	_Atomic int stale;      /* enum cm_stale: a late negotiation message may head the
+	                         * TCP stream (io.h drops it; lock) */
 	int beacon;             /* a listener with a beacon */
 	_Atomic int role;       /* enum conn_role */
 	_Atomic int path;       /* enum conn_path */

@@ -11,9 +11,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/random.h>
 
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/ownfd.h"
 #include "base/proc.h"
@@ -317,6 +319,8 @@ int cm_client_hello(struct cm_client *c, int fd, enum rsock_fallback_reason *why
 	 * client, and the hello would reach its application as data. */
 	if (!connected_as_probed(c, fd))
 		goto fail;
+	if ((rc = fault_at(FAULT_HELLO_LATE))) /* (a slow wire: the server gives up first) */
+		usleep((useconds_t)rc * 1000);
 	h.token = c->token;
 	if (c->shm) {
 		h.flags = PROTO_HELLO_SHM;
@@ -348,11 +352,11 @@ fail:
 
 /* Read the server's answer to the hello into *a, waiting until the hello's
  * deadline (a non-blocking socket: at most nonblock_ms). 0, or -errno with
- * *why: -ETIMEDOUT (no answer yet: the client cancels, *stale_ack set),
+ * *why: -ETIMEDOUT (no answer yet: the client cancels, *stale set),
  * -EPROTO (other bytes came: they are the application's), -ECONNREFUSED
  * (the server declined, its status in *why). */
 static int answer_read(struct cm_client *c, int fd, int nb, struct proto_hello_ack *a,
-		       int *stale_ack, enum rsock_fallback_reason *why)
+		       int *stale, enum rsock_fallback_reason *why)
 {
 	uint8_t buf[PROTO_HELLO_ACK_LEN];
 	int64_t deadline = c->deadline;
@@ -373,7 +377,7 @@ static int answer_read(struct cm_client *c, int fd, int nb, struct proto_hello_a
 			log_info("connect: fd %d: no answer to the hello within %u ms (RSOCK_NONBLOCK_MS) "
 				 "on a non-blocking socket (a server that accepts late?): TCP",
 				 fd, nb_ms);
-		*stale_ack = 1; /* the answer may still come: drop it then */
+		*stale = CM_STALE_ACK; /* the answer may still come: drop it then */
 		*why = RSOCK_FB_PEER;
 		return -ETIMEDOUT;
 	}
@@ -392,15 +396,17 @@ static int answer_read(struct cm_client *c, int fd, int nb, struct proto_hello_a
 }
 
 int cm_client_await(struct cm_client *c, int fd, int rdma_ok, int nb,
-		    struct path_stream **out, int *stale_ack, enum rsock_fallback_reason *why)
+		    struct path_stream **out, int *stale, enum rsock_fallback_reason *why)
 {
 	struct proto_hello_ack a;
 	uint8_t cancel[CM_CANCEL_LEN];
 	int rc;
 
 	*out = NULL;
-	*stale_ack = 0;
-	if ((rc = answer_read(c, fd, nb, &a, stale_ack, why))) {
+	*stale = CM_STALE_NONE;
+	if ((rc = fault_at(FAULT_ANSWER_SLOW))) /* (a stopped client: the server gives up first) */
+		usleep((useconds_t)rc * 1000);
+	if ((rc = answer_read(c, fd, nb, &a, stale, why))) {
 		if (rc == -ETIMEDOUT)
 			goto fail;
 		goto fail_nocancel;

@@ -47,23 +47,37 @@ int cm_client_begin(int fd, const struct sockaddr *addr, socklen_t len, const st
  * cm_client_await then reads the answer and makes the RDMA connection, by
  * the hello's deadline (handshake_ms from it), at the stream's first use or
  * when a thread of the library gets to it (conn.c): 0 with *out, or
- * -EOPNOTSUPP with *why (the stream stays on TCP; *stale_ack set when a late
- * answer from the server may still arrive first on TCP and must be
- * dropped). rdma_ok 0 declines RDMA after the answer (the stream goes to
+ * -EOPNOTSUPP with *why (the stream stays on TCP; *stale set to CM_STALE_ACK
+ * when a late answer from the server may still arrive first on TCP and
+ * must be dropped). rdma_ok 0 declines RDMA after the answer (the stream goes to
  * exec, stdio or another process). nb: a non-blocking socket, whose
  * wait for the answer is at most nonblock_ms (then the stream stays on
  * TCP). Always consumes state. */
 int cm_client_hello(struct cm_client *state, int fd, enum rsock_fallback_reason *why);
 int cm_client_await(struct cm_client *state, int fd, int rdma_ok, int nb,
-		    struct path_stream **out, int *stale_ack, enum rsock_fallback_reason *why);
+		    struct path_stream **out, int *stale, enum rsock_fallback_reason *why);
 /* The stream stays on TCP before its hello went (connect failed, or not in
  * time) or the conn goes away: free state (NULL is ignored). */
 void cm_client_abandon(struct cm_client *state);
 
-/* Drop a late hello answer at the head of the TCP stream, if there is one.
- * Returns 1 when one was dropped, 0 when the stream starts with other bytes,
- * -EAGAIN when not enough bytes are there yet to tell. */
-int cm_drop_stale_ack(int fd);
+/* A negotiation message that may still head a stream left on TCP after its
+ * handshake gave up waiting (a cut wire, a stopped peer): it arrives late
+ * and is the library's, never the application's (doc/design.md, "Choosing
+ * a path": late messages). */
+enum cm_stale {
+	CM_STALE_NONE = 0,
+	CM_STALE_ACK,    /* client: the server's hello_ack */
+	CM_STALE_HELLO,  /* server: the client's hello, then its cancel */
+	CM_STALE_CANCEL, /* server: the client's cancel (it had our answer too late) */
+};
+
+/* Drop what *stale expects at the head of fd's stream, if it is there
+ * (never waits). Returns 0 when settled (*stale is CM_STALE_NONE: the
+ * message was dropped, or other bytes or the end come first), -EAGAIN when
+ * nothing is there yet, -EINPROGRESS when only the beginning of the message
+ * is (*stale may have moved on from a hello to its cancel), or -errno of
+ * the socket (*stale kept). */
+int cm_drop_stale(int fd, int *stale);
 
 /* The first RDMA device under class_dir (sysfs: /sys/class/infiniband)
  * that is an iWARP RNIC (its node_type "4: RNIC"): 1 and its name in name
@@ -95,7 +109,8 @@ int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs,
  * of the accepted fd probed our beacon (its hello comes first on the stream),
  * else -EOPNOTSUPP with *why. cm_server_handshake: the rest, done where the
  * stream is first used (doc/design.md, "Descriptors, fork, exec"): 0 and
- * *out, or -EOPNOTSUPP with *why. bufs NULL: consume the hello and decline,
+ * *out, or -EOPNOTSUPP with *why and *stale (enum cm_stale: a late hello or
+ * cancel may still head the stream). bufs NULL: consume the hello and decline,
  * the stream stays on TCP. */
 int cm_server_probed(const void *owner, int fd, enum rsock_fallback_reason *why);
 /* Whether a same-host hello from a client of this process is already
@@ -106,7 +121,7 @@ int cm_server_probed(const void *owner, int fd, enum rsock_fallback_reason *why)
  * keeps the same-host path. 1 or 0. */
 int cm_server_shm_hello(int fd);
 int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream **out,
-			enum rsock_fallback_reason *why);
+			int *stale, enum rsock_fallback_reason *why);
 
 /* Start this process's library thread (service.h) if it has none, with
  * the process's rdma_cm channel and the beacons' ucm file watched first

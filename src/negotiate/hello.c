@@ -89,23 +89,51 @@ int cm_is_cancel(const uint8_t *b)
 	return !memcmp(b, c, CM_CANCEL_LEN);
 }
 
-int cm_drop_stale_ack(int fd)
+/* One step of cm_drop_stale: 1 when the expected message was dropped, 0
+ * when other bytes or the end come first, else -EAGAIN / -EINPROGRESS /
+ * -errno. */
+static int drop_one(int fd, int kind)
 {
-	uint8_t b[PROTO_HELLO_ACK_LEN];
-	struct proto_hello_ack a;
-	ssize_t r = rsock_real.recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	uint8_t b[PROTO_MSG_MAX_LEN];
+	size_t want = kind == CM_STALE_ACK ? PROTO_HELLO_ACK_LEN
+		      : kind == CM_STALE_HELLO ? PROTO_MSG_MAX_LEN : CM_CANCEL_LEN;
+	ssize_t r = rsock_real.recv(fd, b, want, MSG_PEEK | MSG_DONTWAIT);
+	int d;
 
 	if (r < 0)
-		return -errno;
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	if (r == 0)
 		return 0;
-	int d = proto_hello_ack_decode(b, (size_t)r, &a);
+	if (kind == CM_STALE_ACK) {
+		struct proto_hello_ack a;
+		d = proto_hello_ack_decode(b, (size_t)r, &a);
+	} else if (kind == CM_STALE_HELLO) {
+		struct proto_hello h;
+		d = proto_hello_decode(b, (size_t)r, &h);
+	} else {
+		uint8_t c[CM_CANCEL_LEN];
+		cm_cancel_encode(c);
+		d = memcmp(b, c, (size_t)r) ? -EPROTO : r < CM_CANCEL_LEN ? -EAGAIN : CM_CANCEL_LEN;
+	}
 	if (d == -EAGAIN)
-		return -EAGAIN;
+		return -EINPROGRESS;
 	if (d < 0)
 		return 0;
 	cm_ctl_consume(fd, (size_t)d);
 	return 1;
+}
+
+int cm_drop_stale(int fd, int *stale)
+{
+	while (*stale != CM_STALE_NONE) {
+		int r = drop_one(fd, *stale);
+		if (r < 0)
+			return r;
+		/* A late hello is followed by its cancel: the client had no
+		 * answer either. */
+		*stale = r == 1 && *stale == CM_STALE_HELLO ? CM_STALE_CANCEL : CM_STALE_NONE;
+	}
+	return 0;
 }
 
 /* Consume the client's cancel when it is next on the stream: 1 if it was.

@@ -10,12 +10,14 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/ioctl.h>
 #include <time.h>
 
 #include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
 
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/ownfd.h"
 #include "base/proto.h"
@@ -67,7 +69,9 @@ int cm_server_accept(const void *owner, int fd, const struct cm_bufs *bufs,
 	*out = NULL;
 	if (cm_server_probed(owner, fd, why))
 		return -EOPNOTSUPP;
-	return cm_server_handshake(fd, bufs, out, why);
+	int stale; /* (RSOCK_MODE=rdma: a stream left on TCP is refused) */
+
+	return cm_server_handshake(fd, bufs, out, &stale, why);
 }
 
 /* Whether another process took this stream's hello already: the hello is
@@ -107,7 +111,7 @@ static int hello_taken(int fd)
 /* Read the client's hello from fd into *h (consumed), waiting until
  * *deadline (set here). 0, or -EOPNOTSUPP with *why: the stream stays on TCP
  * without an answer. */
-static int hello_read(int fd, struct proto_hello *h, int64_t *deadline,
+static int hello_read(int fd, struct proto_hello *h, int64_t *deadline, int *stale,
 		      enum rsock_fallback_reason *why)
 {
 	uint8_t buf[PROTO_HELLO_LEN];
@@ -125,6 +129,12 @@ static int hello_read(int fd, struct proto_hello *h, int64_t *deadline,
 	r = cm_ctl_peek(fd, buf, PROTO_HELLO_LEN, *deadline);
 	if (r <= 0 || (rc = proto_hello_decode(buf, (size_t)r, h)) <= 0) {
 		log_debug("accept: no usable hello (%zd bytes, decode %d)", r, r > 0 ? rc : 0);
+		/* Not there in time (a cut wire, a stopped client): the client
+		 * sent it all the same, unless it gave up before (then its
+		 * first bytes are data), and cancels it when no answer comes.
+		 * Both are dropped when they arrive. */
+		if (r == -ETIMEDOUT || (r > 0 && rc == -EAGAIN))
+			*stale = CM_STALE_HELLO;
 		*why = RSOCK_FB_PROTOCOL; /* leave the bytes to the application */
 		return -EOPNOTSUPP;
 	}
@@ -207,9 +217,9 @@ static int answer_send(int fd, const struct pending *p, const struct listener *l
 	return 0;
 }
 
-/* Wait for the data connection (0), or the client's cancel, or its end, or
- * the deadline (-ECONNABORTED). A request accepted (its QP in RTS) and no
- * cancel by the deadline, which is past the client's own bound: the
+/* Wait for the data connection (0), or the client's cancel or its end
+ * (-ECONNABORTED), or the deadline (-ETIMEDOUT). A request accepted (its QP
+ * in RTS) and no cancel by the deadline, which is past the client's own bound: the
  * client is connected and may have written into our ring, its ESTABLISHED
  * only late here (the library's thread busy): up (0). */
 static int connected_wait(int fd, struct pending *p, int64_t deadline)
@@ -254,7 +264,7 @@ static int connected_wait(int fd, struct pending *p, int64_t deadline)
 			return -ECONNABORTED;
 		}
 		if (clock_left_ms(deadline) == 0)
-			return st == PEND_ACCEPTING ? 0 : -ECONNABORTED;
+			return st == PEND_ACCEPTING ? 0 : -ETIMEDOUT;
 	}
 }
 
@@ -273,7 +283,7 @@ static void pending_unlist(struct pending *p)
 }
 
 int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream **out,
-			enum rsock_fallback_reason *why)
+			int *stale, enum rsock_fallback_reason *why)
 {
 	struct sockaddr_storage local;
 	socklen_t ll = sizeof(local);
@@ -281,17 +291,22 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
 	struct pending p = {.obj.kind = CTX_PENDING, .state = PEND_WAIT};
 	struct listener *l = NULL;
 	int64_t deadline;
+	int rc;
 
 	*out = NULL;
+	*stale = CM_STALE_NONE;
 	if (rsock_real.getsockname(fd, (struct sockaddr *)&local, &ll)) {
 		*why = RSOCK_FB_PROTOCOL;
 		return -EOPNOTSUPP;
 	}
 	sa_unmap(&local); /* an IPv4 client of a dual-stack listener: IPv4 data listener */
-	if (hello_read(fd, &h, &deadline, why))
+	if (hello_read(fd, &h, &deadline, stale, why))
 		return -EOPNOTSUPP;
-	if (h.flags & PROTO_HELLO_SHM)
-		return cm_shm_server(fd, &h, bufs != NULL, deadline, out, why);
+	if (h.flags & PROTO_HELLO_SHM) {
+		if ((rc = cm_shm_server(fd, &h, bufs != NULL, deadline, out, why)))
+			*stale = CM_STALE_CANCEL; /* (as below) */
+		return rc;
+	}
 	if (!bufs) {
 		*why = RSOCK_FB_NOT_IMPLEMENTED; /* declined: the stream goes to exec */
 		goto nak;
@@ -299,8 +314,21 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
 	if (pending_make(fd, bufs, &h, (struct sockaddr *)&local, &p, &l, why))
 		goto nak;
 	*why = RSOCK_FB_PEER;
-	if (answer_send(fd, &p, l, h.token, deadline) || connected_wait(fd, &p, deadline))
+	/* From here a client without our answer in time (a cut wire, a
+	 * stopped client) sends its cancel whenever it finds out: it is
+	 * dropped when it arrives, unless it came already or the client's
+	 * end did. */
+	*stale = CM_STALE_CANCEL;
+	if ((rc = fault_at(FAULT_ANSWER_LATE))) /* (a slow wire: the client gives up first) */
+		usleep((useconds_t)rc * 1000);
+	if (answer_send(fd, &p, l, h.token, deadline))
 		goto unlist;
+	if ((rc = connected_wait(fd, &p, deadline))) {
+		if (rc == -ECONNABORTED)
+			*stale = CM_STALE_NONE;
+		goto unlist;
+	}
+	*stale = CM_STALE_NONE;
 	pending_unlist(&p);
 	tp_up(p.tp);
 	*out = &p.tp->s; /* handed upward as a path (path.h) */
@@ -313,7 +341,8 @@ int cm_server_handshake(int fd, const struct cm_bufs *bufs, struct path_stream *
 unlist:
 	if (p.qp_err)
 		*why = RSOCK_FB_RESOURCES; /* ours, not the client's: its request was rejected */
-	cm_drop_cancel(fd); /* one that came with the end (a failed answer) */
+	if (cm_drop_cancel(fd)) /* one that came with the end (a failed answer) */
+		*stale = CM_STALE_NONE;
 	log_debug("accept: fd %d stays on TCP (reason %d)", fd, *why);
 	pending_unlist(&p);
 	tp_close(p.tp, 1);
@@ -325,5 +354,6 @@ nak:
 	if (l)
 		cm_listener_put(l);
 	send_nak(fd, *why, deadline);
+	*stale = CM_STALE_CANCEL; /* (the client cancels if the answer comes late) */
 	return -EOPNOTSUPP;
 }

@@ -335,8 +335,8 @@ SHIM_SLOW_FN(int, recvmmsg_slow, (int fd, struct mmsghdr *vec, unsigned int vlen
 	s = io_begin(fd, &c);
 	if (s) {
 		r = shim_ret(rdma_mmsg(c, s, fd, vec, vlen, flags, 0));
-	} else if (c && RSOCK_UNLIKELY(c->stale_ack) && io_ack_pending(c)) {
-		errno = EAGAIN;
+	} else if (c && RSOCK_UNLIKELY(atomic_load_explicit(&c->stale, memory_order_relaxed)) &&
+		   io_stale_wait(c, fd, flags)) {
 		r = -1;
 	} else {
 		r = REAL_CALL(recvmmsg, fd, vec, vlen, flags, tmo);

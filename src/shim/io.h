@@ -10,18 +10,20 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "shim/shim.h"
 
 #include "negotiate/cm.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "path/path.h"
 
 /* ---- the dispatcher --------------------------------------------------------- */
 
 /* Look fd up. Returns the path of an RDMA stream, or NULL for kernel
- * TCP (then *c may still be a tracked conn, for the counters). A late hello
- * answer at the head of a TCP stream is dropped first. */
+ * TCP (then *c may still be a tracked conn, for the counters; a receive
+ * checks it for a late negotiation message first, io_stale_wait). */
 static RSOCK_MAYBE_UNUSED struct path_stream *io_begin(int fd, struct conn **cp)
 {
 	struct conn *c = shim_conn(fd);
@@ -30,19 +32,58 @@ static RSOCK_MAYBE_UNUSED struct path_stream *io_begin(int fd, struct conn **cp)
 	if (!c)
 		return NULL;
 	conn_settle_maybe(c, fd);
-	if (RSOCK_UNLIKELY(c->stale_ack)) {
-		int r = cm_drop_stale_ack(fd);
-		if (r == -EAGAIN && !atomic_load(&c->nonblock)) {
-			struct pollfd p = {.fd = fd, .events = POLLIN};
-			rsock_real.poll(&p, 1, 1000);
-			r = cm_drop_stale_ack(fd);
-		}
-		if (r != -EAGAIN)
-			c->stale_ack = 0;
-	}
 	if (atomic_load_explicit(&c->path, memory_order_acquire) != CONN_PATH_RDMA)
 		return NULL;
 	return c->stream;
+}
+
+/* A receive on a TCP stream at whose head a late negotiation message may
+ * still arrive (conn.h's stale: the handshake gave up waiting, over a cut
+ * wire say): the kernel's read could return it as data. It is dropped if
+ * it is there; until it, other bytes or the end arrive there is nothing for
+ * the application: a non-blocking call (O_NONBLOCK, MSG_DONTWAIT) fails with
+ * EAGAIN, as TCP's with nothing to read, and a blocking one waits as the
+ * kernel's read would (SO_RCVTIMEO, then EAGAIN; a signal: EINTR). 0: go on
+ * to the kernel's read; -1 with errno: the call's result. */
+static RSOCK_MAYBE_UNUSED RSOCK_COLD int io_stale_wait(struct conn *c, int fd, int flags)
+{
+	int64_t deadline = -1;
+
+	for (;;) {
+		pthread_mutex_lock(&c->lock);
+		int st = atomic_load(&c->stale);
+		int r = cm_drop_stale(fd, &st);
+		if (r && r != -EAGAIN && r != -EINPROGRESS)
+			st = CM_STALE_NONE, r = 0; /* the socket's error: the read reports it */
+		atomic_store(&c->stale, st);
+		pthread_mutex_unlock(&c->lock);
+		if (!r)
+			return 0;
+		if ((flags & MSG_DONTWAIT) || atomic_load(&c->nonblock)) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (deadline < 0) {
+			struct timeval tv = {0};
+			socklen_t tl = sizeof(tv);
+			rsock_real.getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl);
+			deadline = tv.tv_sec || tv.tv_usec
+					   ? clock_now_ms() + tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000
+					   : INT64_MAX;
+		}
+		int left = deadline == INT64_MAX ? -1 : clock_left_ms(deadline);
+		if (!left) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (r == -EINPROGRESS) { /* its beginning: the rest is on its way */
+			usleep(200);
+			continue;
+		}
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (rsock_real.poll(&p, 1, left) < 0 && errno == EINTR)
+			return -1;
+	}
 }
 
 /* ---- the buffers of a call on an RDMA stream --------------------------------- */
@@ -180,15 +221,6 @@ static RSOCK_MAYBE_UNUSED ssize_t rdma_send(struct conn *c, struct path_stream *
 	return r;
 }
 
-/* A read on a non-blocking TCP stream whose late hello answer may still
- * come (io_begin saw none, or only its beginning): the kernel's read could
- * return the answer, arrived meanwhile, as data. There is nothing for the
- * application yet, as far as it can tell: EAGAIN, as TCP with nothing to
- * read. A blocking one has waited in io_begin. */
-static RSOCK_MAYBE_UNUSED RSOCK_COLD int io_ack_pending(const struct conn *c)
-{
-	return c->stale_ack && atomic_load(&c->nonblock);
-}
 #define IO_IS_RX_rx 1
 #define IO_IS_RX_tx 0
 
@@ -203,9 +235,10 @@ static RSOCK_MAYBE_UNUSED RSOCK_COLD int io_ack_pending(const struct conn *c)
 		s_ = io_begin(fd, &c_);                                \
 		if (s_) {                                              \
 			r_ = shim_ret(rdma_expr);                      \
-		} else if (IO_IS_RX_##dir && c_ && RSOCK_UNLIKELY(c_->stale_ack) && \
-			   io_ack_pending(c_)) {                       \
-			errno = EAGAIN;                                \
+		} else if (IO_IS_RX_##dir && c_ &&                     \
+			   RSOCK_UNLIKELY(atomic_load_explicit(&c_->stale, \
+					  memory_order_relaxed)) &&    \
+			   io_stale_wait(c_, fd, flags)) {             \
 			r_ = -1;                                       \
 		} else {                                               \
 			r_ = real_expr;                                \

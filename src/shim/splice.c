@@ -205,8 +205,9 @@ SHIM_SLOW_FN(ssize_t, splice_slow, (int in, loff_t *off_in, int out, loff_t *off
 			r = splice_to_stream(c, s, fd, pfd, len, flags);
 		}
 		r = shim_ret(r);
-	} else if (from_stream && c && RSOCK_UNLIKELY(c->stale_ack) && io_ack_pending(c)) {
-		errno = EAGAIN;
+	} else if (from_stream && c &&
+		   RSOCK_UNLIKELY(atomic_load_explicit(&c->stale, memory_order_relaxed)) &&
+		   io_stale_wait(c, fd, 0)) {
 		r = -1;
 	} else {
 		r = REAL_CALL(splice, in, off_in, out, off_out, len, flags);

@@ -143,6 +143,34 @@ echoed_on_tcp() {
 	stats_only_rdma srv.log
 }
 
+# A negotiation message that arrives after its reader gave up waiting (a
+# slow or cut wire, a stopped process) is the library's: it is dropped where
+# it heads the stream, never handed to the application (the echo is exact
+# both ways; doc/design.md, "Choosing a path").
+
+@test "inject: the server's answer comes after the client gave up (answer_late): the late answer is dropped, both on TCP, echo intact" {
+	pair "RSOCK_FAULT=answer_late=3000 RSOCK_HANDSHAKE_MS=5000" "RSOCK_HANDSHAKE_MS=1000" 3000000 echo
+	[ "$status" -eq 0 ]
+	fired srv.log answer_late
+	echoed_on_tcp peer peer
+}
+
+@test "inject: the client reads the answer after the server gave up (answer_slow): its late cancel is dropped, both on TCP, echo intact" {
+	pair "RSOCK_HANDSHAKE_MS=1000" "RSOCK_FAULT=answer_slow=3000 RSOCK_HANDSHAKE_MS=1000" 3000000 echo
+	[ "$status" -eq 0 ]
+	fired cli.log answer_slow
+	same_file data got "client to server"
+	same_file data back "server to client"
+	stats_tcp srv.log peer
+}
+
+@test "inject: the client's hello comes after the server gave up (hello_late): the late hello and its cancel are dropped, both on TCP, echo intact" {
+	pair "RSOCK_HANDSHAKE_MS=1000" "RSOCK_FAULT=hello_late=3000 RSOCK_HANDSHAKE_MS=1000" 3000000 echo
+	[ "$status" -eq 0 ]
+	fired cli.log hello_late
+	echoed_on_tcp peer protocol
+}
+
 @test "inject: RSOCK_MODE=rdma: the client's QP or ring registration fails, or the request is taken late: connect() fails with ECONNREFUSED" {
 	local f
 	for f in create_qp reg_mr:1+; do

@@ -3,7 +3,9 @@
  * it shares with other processes, and what that file's reader refuses), which
  * netdev has an RDMA device behind it (on a sysfs tree made for the test) and
  * the tuple table's put and take, keyed by both addresses and ports (on
- * private tables and files, not the shared objects of this user). */
+ * private tables and files, not the shared objects of this user), and the
+ * dropping of late negotiation messages at the head of a stream (a Unix
+ * stream pair stands for the TCP connection). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +26,7 @@
 
 #include "base/clock.h"
 #include "base/config.h"
+#include "base/proto.h"
 #include "negotiate/internal.h"
 
 static struct sockaddr_storage v4(const char *ip, uint16_t port)
@@ -461,6 +464,91 @@ static void tuple_full(void **state)
 	assert_int_equal(cm_tuple_put(&pr), 0); /* room again */
 }
 
+/* ---- late negotiation messages (cm_drop_stale) ------------------------------ */
+
+static void put(int fd, const void *b, size_t n)
+{
+	assert_int_equal(write(fd, b, n), (ssize_t)n);
+}
+
+static size_t queued(int fd)
+{
+	uint8_t b[512];
+	ssize_t r = recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	return r < 0 ? 0 : (size_t)r;
+}
+
+static void stale_pair(int sv[2])
+{
+	assert_int_equal(real_resolve(), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+}
+
+static void stale_ack(void **state)
+{
+	struct proto_hello_ack a = {.version = PROTO_VERSION, .status = 2};
+	uint8_t ack[PROTO_HELLO_ACK_LEN];
+	int sv[2], st = CM_STALE_ACK;
+
+	(void)state;
+	stale_pair(sv);
+	assert_int_equal(proto_hello_ack_encode(&a, ack, sizeof(ack)), PROTO_HELLO_ACK_LEN);
+	assert_int_equal(cm_drop_stale(sv[0], &st), -EAGAIN); /* nothing yet */
+	put(sv[1], ack, 10);
+	assert_int_equal(cm_drop_stale(sv[0], &st), -EINPROGRESS); /* its beginning */
+	assert_int_equal(st, CM_STALE_ACK);
+	put(sv[1], ack + 10, sizeof(ack) - 10);
+	put(sv[1], "data", 4);
+	assert_int_equal(cm_drop_stale(sv[0], &st), 0);
+	assert_int_equal(st, CM_STALE_NONE);
+	assert_int_equal(queued(sv[0]), 4); /* the data stays */
+	/* application bytes first: nothing consumed */
+	st = CM_STALE_ACK;
+	assert_int_equal(cm_drop_stale(sv[0], &st), 0);
+	assert_int_equal(st, CM_STALE_NONE);
+	assert_int_equal(queued(sv[0]), 4);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void stale_hello_cancel(void **state)
+{
+	struct proto_hello h = {.version = PROTO_VERSION, .token = 7, .ring_size = 65536};
+	uint8_t hello[PROTO_HELLO_LEN], cancel[CM_CANCEL_LEN];
+	int sv[2], st = CM_STALE_HELLO;
+
+	(void)state;
+	stale_pair(sv);
+	assert_int_equal(proto_hello_encode(&h, hello, sizeof(hello)), PROTO_HELLO_LEN);
+	cm_cancel_encode(cancel);
+	put(sv[1], hello, sizeof(hello));
+	assert_int_equal(cm_drop_stale(sv[0], &st), -EAGAIN); /* the hello went, its cancel is due */
+	assert_int_equal(st, CM_STALE_CANCEL);
+	assert_int_equal(queued(sv[0]), 0);
+	put(sv[1], cancel, 3);
+	assert_int_equal(cm_drop_stale(sv[0], &st), -EINPROGRESS);
+	put(sv[1], cancel + 3, sizeof(cancel) - 3);
+	put(sv[1], "GET /", 5);
+	assert_int_equal(cm_drop_stale(sv[0], &st), 0);
+	assert_int_equal(st, CM_STALE_NONE);
+	assert_int_equal(queued(sv[0]), 5);
+	/* a cancel's first bytes then others: data, kept whole */
+	st = CM_STALE_CANCEL;
+	char buf[8];
+	assert_int_equal(read(sv[0], buf, 5), 5);
+	put(sv[1], cancel, 4);
+	put(sv[1], "xyzw", 4);
+	assert_int_equal(cm_drop_stale(sv[0], &st), 0);
+	assert_int_equal(queued(sv[0]), 8);
+	/* the end of the stream settles it */
+	assert_int_equal(read(sv[0], buf, 8), 8);
+	st = CM_STALE_HELLO;
+	close(sv[1]);
+	assert_int_equal(cm_drop_stale(sv[0], &st), 0);
+	assert_int_equal(st, CM_STALE_NONE);
+	close(sv[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -472,6 +560,8 @@ int main(void)
 		cmocka_unit_test(tuple_mapped),
 		cmocka_unit_test(tuple_full),
 		cmocka_unit_test(dev_of_netdev),
+		cmocka_unit_test(stale_ack),
+		cmocka_unit_test(stale_hello_cancel),
 	};
 	const struct CMUnitTest shared[] = {
 		cmocka_unit_test(neg_shared_between_processes),
