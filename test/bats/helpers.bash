@@ -175,12 +175,16 @@ port_in_use() {
 		/proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
-# free_port: print a loopback TCP port nothing uses now.
+# free_port [N]: print a loopback TCP port nothing uses now, the first of N
+# such ports in a row (default 1).
 free_port() {
-	local p i
+	local p i k
 	for i in $(seq 1 200); do
 		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		if ! port_in_use "$p"; then
+		for ((k = 0; k < ${1:-1}; k++)); do
+			port_in_use $((p + k)) && break
+		done
+		if [ "$k" = "${1:-1}" ]; then
 			echo "$p"
 			return 0
 		fi

@@ -97,10 +97,10 @@ pair() {
 	local cases="sendrst:100/read sendrst:100/poll sendrst:100/soerr sendrst:100/pollsoerr recv:100/read
 		recv:10000/read recv:100/epoll recv:100/soerr send/read unread/read" port
 	export PYTHONPATH=$RSOCK_SRC_DIR/test/rdma
-	port=$(free_port)
+	port=$(free_port 10) # (a port a case)
 	# shellcheck disable=SC2086 # the cases split into words
 	bounded 120 python3 "$PYTHONPATH/limits.py" kill 127.0.0.1 "$port" $cases >tcp.txt
-	port=$(free_port)
+	port=$(free_port 10)
 	# shellcheck disable=SC2086
 	bounded 120 env RSOCK_MODE=shm RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/shm.log" LD_PRELOAD="$RSOCK_LIB" \
 		python3 "$PYTHONPATH/limits.py" kill 127.0.0.1 "$port" $cases >shm.txt

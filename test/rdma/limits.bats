@@ -34,10 +34,10 @@ same_outcome() {
 kill_pair() {
 	local cases=$1 port
 	shift
-	port=$(free_port)
+	port=$(free_port 16) # (a port a case)
 	# shellcheck disable=SC2086 # the cases split into words
 	bounded 90 $LP kill "$ADDR_B" "$port" $cases >tcp.txt
-	port=$(free_port)
+	port=$(free_port 16)
 	rdma_snapshot
 	# shellcheck disable=SC2046,SC2086
 	bounded 90 env "$@" $(rsock_env cli) $LP kill "$ADDR_B" "$port" $cases >rdma.txt
