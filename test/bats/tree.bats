@@ -87,3 +87,10 @@ PY
 	echo "$output"
 	[ "$status" -eq 0 ]
 }
+
+@test "the scripts outside the suite parse (scripts/*.sh, test/vm's commands)" {
+	local f
+	for f in "$RSOCK_SRC_DIR"/scripts/*.sh "$RSOCK_SRC_DIR"/test/vm/{soak,peer,vm-pair,vm-run,vm-shell}; do
+		bash -n "$f" || { echo "$f does not parse" >&2; return 1; }
+	done
+}
