@@ -44,10 +44,14 @@ static RSOCK_MAYBE_UNUSED struct path_stream *io_begin(int fd, struct conn **cp)
  * the application: a non-blocking call (O_NONBLOCK, MSG_DONTWAIT) fails with
  * EAGAIN, as TCP's with nothing to read, and a blocking one waits as the
  * kernel's read would (SO_RCVTIMEO, then EAGAIN; a signal: EINTR). 0: go on
- * to the kernel's read; -1 with errno: the call's result. */
+ * to the kernel's read; -1 with errno: the call's result.
+ * The message is written at once and arrives whole: bytes that begin like
+ * it and are not followed by its rest within IO_STALE_PARTIAL_MS (a
+ * non-blocking call waits that long too) are the application's. */
+#define IO_STALE_PARTIAL_MS 50
 static RSOCK_MAYBE_UNUSED RSOCK_COLD int io_stale_wait(struct conn *c, int fd, int flags)
 {
-	int64_t deadline = -1;
+	int64_t deadline = -1, partial = -1;
 
 	for (;;) {
 		pthread_mutex_lock(&c->lock);
@@ -55,10 +59,20 @@ static RSOCK_MAYBE_UNUSED RSOCK_COLD int io_stale_wait(struct conn *c, int fd, i
 		int r = cm_drop_stale(fd, &st);
 		if (r && r != -EAGAIN && r != -EINPROGRESS)
 			st = CM_STALE_NONE, r = 0; /* the socket's error: the read reports it */
+		if (r == -EINPROGRESS) {
+			if (partial < 0)
+				partial = clock_now_ms() + IO_STALE_PARTIAL_MS;
+			else if (!clock_left_ms(partial))
+				st = CM_STALE_NONE, r = 0; /* the application's bytes */
+		}
 		atomic_store(&c->stale, st);
 		pthread_mutex_unlock(&c->lock);
 		if (!r)
 			return 0;
+		if (r == -EINPROGRESS) { /* its beginning: the rest is on its way */
+			usleep(200);
+			continue;
+		}
 		if ((flags & MSG_DONTWAIT) || atomic_load(&c->nonblock)) {
 			errno = EAGAIN;
 			return -1;
@@ -75,10 +89,6 @@ static RSOCK_MAYBE_UNUSED RSOCK_COLD int io_stale_wait(struct conn *c, int fd, i
 		if (!left) {
 			errno = EAGAIN;
 			return -1;
-		}
-		if (r == -EINPROGRESS) { /* its beginning: the rest is on its way */
-			usleep(200);
-			continue;
 		}
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (rsock_real.poll(&p, 1, left) < 0 && errno == EINTR)

@@ -93,7 +93,9 @@ echoed_on_tcp() {
 }
 
 @test "inject: the server's QP made ahead fails once: made again for the request, the stream on RDMA, echo intact" {
-	pair "RSOCK_FAULT=create_qp:1" "" 3000000 echo
+	# (the QP made a second time, on a loaded host past the 2 s default
+	# hand-shake: both ends wait up to 10 s)
+	pair "RSOCK_FAULT=create_qp:1 RSOCK_HANDSHAKE_MS=10000" "RSOCK_HANDSHAKE_MS=10000" 3000000 echo
 	[ "$status" -eq 0 ]
 	fired srv.log create_qp
 	same_file data got "client to server"
@@ -169,6 +171,48 @@ echoed_on_tcp() {
 	[ "$status" -eq 0 ]
 	fired cli.log hello_late
 	echoed_on_tcp peer protocol
+}
+
+# The server that refused a hello ('resources': its rings could not be
+# registered) expects the client's cancel
+# at the head of the stream (it comes when the refusal reached the client
+# late). The client had the refusal in time and sends "RS" (the cancel's
+# first two bytes), then waits for their echo: 50 ms on they are the
+# application's.
+@test "inject: the stream's first bytes begin like a late cancel and stop there: they are the application's, echoed at once" {
+	local port
+	port=$(free_port)
+	# shellcheck disable=SC2086 # FP splits into words
+	start_bg srv env RSOCK_FAULT=reg_mr:1+ RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv.log" \
+		LD_PRELOAD="$(rsock_preload_value)" PYTHONPATH="$BATS_TEST_DIRNAME" $FP srv "$ADDR_B" "$port" got echo
+	SRV=$BG_PID
+	wait_for_port "$port" 15 "$SRV"
+	run bounded 40 env RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" LD_PRELOAD="$(rsock_preload_value)" \
+		python3 -c '
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+s.sendall(b"RS")
+s.settimeout(10)
+t0, got = time.monotonic(), b""
+try:
+    while len(got) < 2:
+        d = s.recv(2 - len(got))
+        if not d:
+            break
+        got += d
+except OSError as e:
+    print("error", e)
+print("echo %r after %.2f s" % (got, time.monotonic() - t0))
+s.shutdown(socket.SHUT_WR)
+s.recv(1)
+' "$ADDR_B" "$port"
+	echo "$output"
+	wait_bg "$SRV" 30
+	[ "$status" -eq 0 ]
+	grep -q "^echo b'RS' after" <<<"$output"
+	awk '$1 == "echo" { exit !($4 < 2) }' <<<"$output"
+	fired srv.log reg_mr
+	stats_tcp srv.log resources
 }
 
 @test "inject: RSOCK_MODE=rdma: the client's QP or ring registration fails, or the request is taken late: connect() fails with ECONNREFUSED" {
