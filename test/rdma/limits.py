@@ -321,7 +321,7 @@ def con(host, port, k, n):
         pass
     ok = 0
     for i, s in enumerate(streams):
-        s.settimeout(10)
+        s.settimeout(30)  # (a loaded host: each stream's hand-shake, in turn)
         try:
             s.sendall(pattern(n, "m%d" % i))
             s.shutdown(socket.SHUT_WR)

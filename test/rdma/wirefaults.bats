@@ -20,7 +20,9 @@ load rsock
 load wire
 
 FAULT_BYTES=6000000 # each way, in 64 KiB writes
-FAULT_PACE=50       # ms after each write: about 5 s without a cut
+FAULT_PACE=100      # ms after each write: about 9 s without a cut, which
+                    # outlasts the 4-5 s a loaded host takes from the
+                    # connect to the cut
 
 # fault_stream tcp|rsock: the paced stream both ways, in the background (the
 # server's directory in D), a second after it connected (over librsock,
