@@ -158,8 +158,10 @@ static int reap_defer(struct tp *t)
 	if (!tp_reaper_ready())
 		return 0;
 	t->reap_next = NULL;
-	reap_push(t);
+	/* Read before the push: from then t is the library thread's, which
+	 * may tear it down (free it) at once. */
 	atomic_store_explicit(&reap_last_close, t->reap_until - TP_LINGER_MS, memory_order_relaxed);
+	reap_push(t);
 	/* Not at once: a thread woken now would take the CPU from the closer
 	 * (its teardown, about a millisecond in the guest), and the FIN's
 	 * completion comes meanwhile. */
