@@ -165,8 +165,8 @@ fi
 rdma() {
 	local rc=0 lane2=
 	if [ $rdma_lane2 = 1 ]; then
-		# (the lanes' shares: about 1,450 s each on a loaded two-core host
-		# without KVM, the first with its ASan+UBSan pass)
+		# (the lanes' shares, measured on a two-core host without KVM:
+		# about 1,770 s for the first with its ASan+UBSan pass, 1,460 s)
 		suite rdma-2.tap build negotiation datapath forkexec inject limits &
 		lane2=$!
 		echo "(two guests at once: applications, readiness, the testbed and the packages, then ASan+UBSan; negotiation, datapath, forkexec, inject and limits)"

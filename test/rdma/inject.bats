@@ -174,11 +174,10 @@ echoed_on_tcp() {
 }
 
 # The server that refused a hello ('resources': its rings could not be
-# registered) expects the client's cancel
-# at the head of the stream (it comes when the refusal reached the client
-# late). The client had the refusal in time and sends "RS" (the cancel's
-# first two bytes), then waits for their echo: 50 ms on they are the
-# application's.
+# registered) expects the client's cancel at the head of the stream (it
+# comes when the refusal reached the client late). The client had the
+# refusal in time and sends "RS" (the cancel's first two bytes), then waits
+# for their echo: 50 ms on they are the application's.
 @test "inject: the stream's first bytes begin like a late cancel and stop there: they are the application's, echoed at once" {
 	local port
 	port=$(free_port)

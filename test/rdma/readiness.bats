@@ -131,8 +131,9 @@ load rsock
 	require_cmd redis-server redis-benchmark
 	local port n=3000 events arms
 	port=$(free_port)
-	# A fixed 10 ms busy-poll (the most RSOCK_POLL_US takes): the next request comes well within it, on a
-	# loaded host too (1 ms was not enough there).
+	# A fixed 10 ms busy-poll (the most RSOCK_POLL_US takes): the next
+	# request comes well within it, on a loaded host too (1 ms was not
+	# enough there).
 	start_bg srv env $(rsock_env srv) RSOCK_POLL_US=10000 RSOCK_POLL_MAX_US=0 redis-server \
 		--port "$port" --bind "$ADDR_B" --save '' --appendonly no --protected-mode no --dir "$PWD"
 	wait_for_port "$port" 20 "$BG_PID"
