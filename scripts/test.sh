@@ -126,8 +126,8 @@ step "Debian packages (dpkg-buildpackage on a clean copy, lintian)" debs
 # and the plain iperf stream run only in the plain pass, to keep the time in
 # check). asan_files are the files that hold them; testbed.bats is not one
 # (its "plain pair has no RDMA path" matches the filter but tests the bed).
-asan_files=(negotiation datapath readiness forkexec applications)
-asan_filter="^streamcheck:|evcheck|threadcheck|handcheck|^nc: |^nginx|plain|negative|RDMA path|closed port|RSOCK_MODE|SIGKILL|iperf 2 -P|redis:|hostile|reuse registered|listen then fork|data port hint|did not open|subprocess|CLONE_VM|SO_REUSEPORT|epoll wakes"
+asan_files=(negotiation datapath readiness forkexec applications inject)
+asan_filter="^streamcheck:|evcheck|threadcheck|handcheck|^nc: |^nginx|plain|negative|RDMA path|closed port|RSOCK_MODE|SIGKILL|iperf 2 -P|redis:|hostile|reuse registered|listen then fork|data port hint|did not open|subprocess|CLONE_VM|SO_REUSEPORT|epoll wakes|cannot accept the data"
 suite() { # tap log, build dir, run-suite args... (ASan's settings for build-asan)
 	local log=$logdir/$1 dir=$2; shift 2
 	local san=()

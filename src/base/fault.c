@@ -41,6 +41,7 @@ static const struct {
 	[FAULT_HELLO_LATE] = {"hello_late", V_MS, 3000},
 	[FAULT_ANSWER_LATE] = {"answer_late", V_MS, 3000},
 	[FAULT_ANSWER_SLOW] = {"answer_slow", V_MS, 3000},
+	[FAULT_ACCEPT] = {"accept", V_ERRNO, EINVAL},
 };
 
 static const struct {

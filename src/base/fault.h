@@ -8,7 +8,7 @@
  * The NTH call at SITE in the process (counted from 1; default 1) fails,
  * and the COUNT - 1 calls after it (default 1), or every later call ("+").
  * VALUE: an errno name or number for the verbs sites (default ENOMEM, EIO
- * for req_notify), a completion status for wc (rem_access, retry_exc,
+ * for req_notify, EINVAL for accept), a completion status for wc (rem_access, retry_exc,
  * rnr_retry_exc, loc_prot, or a number; default rem_access),
  * milliseconds for cm_late (default 1000), hello_late, answer_late and
  * answer_slow (default 3000) and for cm_addr_change,
@@ -39,6 +39,7 @@ enum fault_site {
 	FAULT_HELLO_LATE,   /* the client's hello goes VALUE ms late */
 	FAULT_ANSWER_LATE,  /* the server's answer to a hello goes VALUE ms late */
 	FAULT_ANSWER_SLOW,  /* the client reads the server's answer VALUE ms late */
+	FAULT_ACCEPT,       /* the library's thread's rdma_accept of a stream's request */
 	FAULT_SITES
 };
 

@@ -44,15 +44,23 @@ static void on_connect_request(struct rdma_cm_event *ev)
 				break;
 		if (p && p->ctx == ev->id->verbs && !(p->qp_err = tp_create_qp(p->tp, ev->id))) {
 			struct rdma_conn_param cp;
+			int e;
 			tp_conn_param(&cp, NULL, 0);
 			cp.qp_num = tp_own_qp_num(p->tp); /* 0: the QP is the id's */
 			log_debug("accept: request for a pending stream, %s QP", cp.qp_num ? "its own" : "the id's");
 			ev->id->context = p;
-			if (rdma_accept(ev->id, &cp) == 0) {
+			if (!(e = fault_at(FAULT_ACCEPT)) && rdma_accept(ev->id, &cp) == 0) {
 				p->state = PEND_ACCEPTING;
 				pthread_mutex_unlock(&cm_lock);
 				return;
 			}
+			/* Refused (the client gave up and its reject came
+			 * first, say): the id is rejected and destroyed
+			 * below, so the stream, which the waiting accept()
+			 * closes, must no longer name it. */
+			log_debug("accept: rdma_accept failed (errno %d): the stream stays on TCP",
+				  e ? e : errno);
+			tp_release_id(p->tp, ev->id);
 			p->state = PEND_FAILED;
 			pthread_cond_broadcast(&cm_cond);
 		}

@@ -105,6 +105,15 @@ echoed_on_tcp() {
 	rdma_crossed 1000
 }
 
+@test "inject: the server's library thread cannot accept the data connection (as when the client gave up first): the request rejected, both on TCP, echo intact" {
+	# (the stream no longer names the rejected id, which the thread
+	# destroys: the server's accept() closes the stream without it)
+	pair "RSOCK_FAULT=accept" "" 3000000 echo
+	[ "$status" -eq 0 ]
+	fired srv.log accept
+	echoed_on_tcp peer peer
+}
+
 @test "inject: ibv_reg_mr fails for the client's rings (while it probes, and again after): both on TCP, echo intact, 'resources' counted" {
 	pair "" "RSOCK_FAULT=reg_mr:1+" 3000000 echo
 	[ "$status" -eq 0 ]

@@ -28,6 +28,8 @@ static void test_defaults(void **state)
 	assert_int_equal(p.site[FAULT_REQ_NOTIFY].value, EIO);
 	assert_int_equal(fault_parse("cm_late", &p), 1);
 	assert_int_equal(p.site[FAULT_CM_LATE].value, 1000);
+	assert_int_equal(fault_parse("accept", &p), 1);
+	assert_int_equal(p.site[FAULT_ACCEPT].value, EINVAL);
 }
 
 static void test_occurrences(void **state)

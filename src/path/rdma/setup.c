@@ -373,6 +373,17 @@ int tp_create_qp(struct tp *t, struct rdma_cm_id *id)
 	return rc;
 }
 
+void tp_release_id(struct tp *t, struct rdma_cm_id *id)
+{
+	mtx_lock(&t->lock);
+	if (t->id == id) {
+		if (!t->own_qp)
+			tp_qp_destroy(t);
+		t->id = NULL;
+	}
+	mtx_unlock(&t->lock);
+}
+
 uint32_t tp_own_qp_num(const struct tp *t)
 {
 	return t->own_qp && t->qp ? t->qp->qp_num : 0;

@@ -339,6 +339,12 @@ int tp_create_cq(struct tp *t);
  * (not the id itself). */
 int tp_create_qp(struct tp *t, struct rdma_cm_id *id);
 
+/* Give back id, which tp_create_qp took for a connection request that is
+ * not accepted after all (rdma_accept failed): a QP made on id goes with
+ * it, one made ahead stays t's; t no longer names id, which its caller
+ * rejects and destroys. Takes t->lock. */
+void tp_release_id(struct tp *t, struct rdma_cm_id *id);
+
 /* The passive side's QP made ahead of the connection request, on the
  * stream's PD with ibv_create_qp (with the CQ if needed), moved to INIT on
  * port_num and given its receives: the library's thread then only moves it on
