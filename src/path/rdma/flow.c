@@ -4,6 +4,7 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
+#include <errno.h>
 #include <sys/mman.h>
 
 #include "base/log.h"
@@ -11,14 +12,22 @@
 
 /* Return consumed bytes to the peer. Caller holds the lock. The credit
  * covers everything read (up to rx.head), so it frees at the sender exactly
- * the messages fully read, never the ones merely received. */
+ * the messages fully read, never the ones merely received. A device that
+ * refuses the post broke the path, as for a data message: the stream fails
+ * over at the next progress (one that refuses this process, EACCES, is the
+ * sender's to handle: tp_creds_lost). */
 void tp_send_credit(struct tp *t)
 {
+	int rc;
+
 	if (!t->rx_unacked || t->err || t->path_down || t->sq_busy >= TP_SQ_DEPTH)
 		return;
 	tp_rx_msgs_read(t);
-	if (tp_post_write(t, NULL, 0, proto_imm_encode(PROTO_IMM_CREDIT, (uint32_t)t->rx_unacked), 0) == 0)
+	rc = tp_post_write(t, NULL, 0, proto_imm_encode(PROTO_IMM_CREDIT, (uint32_t)t->rx_unacked), 0);
+	if (rc == 0)
 		tp_credit_sent(t);
+	else if (rc != -EACCES)
+		tp_fail(t, -ECONNRESET, "posting a credit failed", TP_FAIL_PATH);
 }
 
 /* After a read: credit once a quarter of the ring or half the sender's

@@ -12,6 +12,7 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -61,8 +62,11 @@ void tp_send_mark(struct tp *t)
 		return;
 	for (unsigned i = 0; i < sizeof(b); i++) /* little-endian, as every field */
 		b[i] = (uint8_t)(v >> (8 * i));
-	if (tp_post_write(t, &sge, t->peer.size, 0, PW_INLINE | PW_NOIMM) == 0)
+	int rc = tp_post_write(t, &sge, t->peer.size, 0, PW_INLINE | PW_NOIMM);
+	if (rc == 0)
 		t->mark_sent = v;
+	else if (rc != -EACCES) /* (as a credit's: tp_send_credit) */
+		tp_fail(t, -ECONNRESET, "posting a read mark failed", TP_FAIL_PATH);
 }
 
 void tp_mark_due(struct tp *t)
