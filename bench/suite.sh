@@ -10,8 +10,8 @@
 #   - streaming throughput, 1 KiB .. 1 MiB writes (2,000 writes, at most
 #     STREAM_MB), 1 and 4 parallel streams (each of the 4 as long as the
 #     single one, at most STREAM_MB/2; they start together once all are
-#     connected: SOCKBENCH_START_US) (ib_write_bw, MiB/s converted to
-#     MB/s);
+#     connected: SOCKBENCH_START_US) (ib_write_bw on 1 and on 4 queue
+#     pairs, MiB/s converted to MB/s);
 #   - connection set-up: until connect() returns and until the first
 #     exchange came back (the target: against a bare rdma_cm connect until
 #     ESTABLISHED);
@@ -23,7 +23,7 @@
 #     librsock's with CPU_IDLE other streams held open;
 #   - memory: RSS and registered bytes per connection with HOLD connections
 #     held open at once.
-# Output: bench/results/suite-latest.md (tables with ratios and the issue's
+# Output: bench/results/suite-latest.md (tables with ratios and the issues'
 # targets), suite-lat.dat, suite-bw.dat and two PNG plots (gnuplot), written
 # on the host.
 #
@@ -183,8 +183,8 @@ lat_raw() {
 	perftest "$1" "$2" -n "$PP_COUNT" |
 		awk -v s="$2" '$1 == s && $5 ~ /^[0-9.]+$/ { printf "%.1f %.1f %.1f\n", 2 * $5, 2 * $8, 2 * $9 }'
 }
-bw_raw() {
-	perftest ib_write_bw "$1" -n 200 |
+bw_raw() { # SIZE [QPS]: ib_write_bw's rate on QPS queue pairs (default 1)
+	perftest ib_write_bw "$1" -n 200 -q "${2:-1}" |
 		awk -v s="$1" '$1 == s && $4 ~ /^[0-9.]+$/ { printf "%.1f\n", $4 * 1.048576 }'
 }
 
@@ -256,6 +256,7 @@ log "latency 64 B on one CPU: tcp ${LAT1[tcp]} rsocket ${LAT1[rsocket]} librsock
 bw_one() { # PATH, PATH:4 (4 parallel streams) or raw, for $size and $bytes
 	case $1 in
 	raw) bw_raw "$size" ;;
+	raw:4) bw_raw "$size" 4 ;;
 	*:4) sb "${1%:4}" 4 stream "$size" "$bytes4" 4 | aggregate 4 "$bytes4" ;;
 	*) sb "$1" 1 stream "$size" "$bytes" ;;
 	esac
@@ -271,12 +272,13 @@ for size in $BW_SIZES; do
 	for path in $PATHS; do
 		items+=("$path" "$path:4")
 	done
-	interleave bw_one "${items[@]}" raw
+	interleave bw_one "${items[@]}" raw raw:4
 	for path in $PATHS; do
 		BW[$path,$size]=${RES[$path]}
 		BW4[$path,$size]=${RES[$path:4]}
 	done
 	BW[raw,$size]=${RES[raw]}
+	BW4[raw,$size]=${RES[raw:4]}
 	log "stream $size B: tcp ${BW[tcp,$size]} rsocket ${BW[rsocket,$size]} librsock ${BW[librsock,$size]} (x4 ${BW4[librsock,$size]}) write_bw ${BW[raw,$size]}"
 done
 # ---- connection set-up -----------------------------------------------------
@@ -398,9 +400,9 @@ for size in $LAT_SIZES; do
 	echo "$size $(c "${LAT[tcp,$size]}" 1) $(c "${LAT[rsocket,$size]}" 1) $(c "${LAT[librsock,$size]}" 1) $(c "${LAT[ib_write_lat,$size]}" 1) $(c "${LAT[ib_send_lat,$size]}" 1)"
 done
 echo "@@file suite-bw.dat"
-echo "# size tcp rsocket librsock tcp_x4 rsocket_x4 librsock_x4 ib_write_bw"
+echo "# size tcp rsocket librsock tcp_x4 rsocket_x4 librsock_x4 ib_write_bw ib_write_bw_x4"
 for size in $BW_SIZES; do
-	echo "$size $(c "${BW[tcp,$size]}" 1) $(c "${BW[rsocket,$size]}" 1) $(c "${BW[librsock,$size]}" 1) $(c "${BW4[tcp,$size]}" 1) $(c "${BW4[rsocket,$size]}" 1) $(c "${BW4[librsock,$size]}" 1) $(c "${BW[raw,$size]}" 1)"
+	echo "$size $(c "${BW[tcp,$size]}" 1) $(c "${BW[rsocket,$size]}" 1) $(c "${BW[librsock,$size]}" 1) $(c "${BW4[tcp,$size]}" 1) $(c "${BW4[rsocket,$size]}" 1) $(c "${BW4[librsock,$size]}" 1) $(c "${BW[raw,$size]}" 1) $(c "${BW4[raw,$size]}" 1)"
 done
 echo "@@file suite-latest.md"
 echo "### Benchmark suite: kernel TCP, rsocket, librsock, raw verbs ($(date -u +%Y-%m-%d), $(uname -r), ${RUNS} run(s), median)"
@@ -434,10 +436,10 @@ echo "$row| $(ratio "$(c "${LAT1[librsock]}" 1)" "$(c "${LAT1[tcp]}" 1)") | $(ra
 echo
 echo "#### Streaming throughput, MB/s (1 stream; 4 parallel streams, each as long as the one (at most STREAM_MB/2) and started together: all their bytes over the time from the first start to the last end)"
 echo
-echo "| write size | kernel TCP | rsocket | librsock | TCP ×4 | rsocket ×4 | librsock ×4 | ib_write_bw | librsock vs TCP | vs ib_write_bw |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| write size | kernel TCP | rsocket | librsock | TCP ×4 | rsocket ×4 | librsock ×4 | ib_write_bw | ib_write_bw, 4 QPs | librsock vs TCP | vs ib_write_bw | ×4 vs 4 QPs |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for size in $BW_SIZES; do
-	echo "| $size | $(c "${BW[tcp,$size]}" 1) | $(c "${BW[rsocket,$size]}" 1) | $(c "${BW[librsock,$size]}" 1) | $(c "${BW4[tcp,$size]}" 1) | $(c "${BW4[rsocket,$size]}" 1) | $(c "${BW4[librsock,$size]}" 1) | $(c "${BW[raw,$size]}" 1) | $(ratio "$(c "${BW[librsock,$size]}" 1)" "$(c "${BW[tcp,$size]}" 1)") | $(ratio "$(c "${BW[librsock,$size]}" 1)" "$(c "${BW[raw,$size]}" 1)") |"
+	echo "| $size | $(c "${BW[tcp,$size]}" 1) | $(c "${BW[rsocket,$size]}" 1) | $(c "${BW[librsock,$size]}" 1) | $(c "${BW4[tcp,$size]}" 1) | $(c "${BW4[rsocket,$size]}" 1) | $(c "${BW4[librsock,$size]}" 1) | $(c "${BW[raw,$size]}" 1) | $(c "${BW4[raw,$size]}" 1) | $(ratio "$(c "${BW[librsock,$size]}" 1)" "$(c "${BW[tcp,$size]}" 1)") | $(ratio "$(c "${BW[librsock,$size]}" 1)" "$(c "${BW[raw,$size]}" 1)") | $(ratio "$(c "${BW4[librsock,$size]}" 1)" "$(c "${BW4[raw,$size]}" 1)") |"
 done
 echo
 echo "#### Connection set-up ($CONN_COUNT connections one after the other)"
@@ -534,5 +536,21 @@ ahead_row "better than rsocket at every size: one stream" "$(behind "$BW_SIZES" 
 ahead_row "better than rsocket at every size: 4 parallel streams" "$(behind "$BW_SIZES" BW4 ">")"
 target_row "set-up (until the first byte came back) ≤ 2× bare rdma_cm connect" "$(c "${CONN[librsock]}" 1)" "$(c "${CONN[rdma_cm]}" 1)" '<=' 2
 echo "| ≤ 512 KiB registered per connection, $HOLD held | $(c "${HOLDR[librsock]}" 2) B | $(verdict "$(c "${HOLDR[librsock]}" 2)" '<=' 524288) |"
+echo
+echo "#### The targets (issue 38), this run"
+echo
+echo "| target | measured | |"
+echo "|---|---:|---|"
+target_row "short connection (connect, 16 B request, 1 B answer) p50 ≤ 1.5× kernel TCP" "$(c "${CONN[librsock]:-failed}" 1)" "$(c "${CONN[tcp]:-failed}" 1)" '<=' 1.5
+target_row "connections per second ≥ 0.7× kernel TCP" "$(c "${CONN[librsock]:-failed}" 2)" "$(c "${CONN[tcp]:-failed}" 2)" '>=' 0.7
+target_row "client instructions per 64 B round trip ≤ 0.7× rsocket's" "$(c "${CPU[librsock]:-failed}" 1)" "$(c "${CPU[rsocket]:-failed}" 1)" '<=' 0.7
+target_row "send path instructions below rsocket's" "$(c "${CPU[librsock]:-failed}" 2)" "$(c "${CPU[rsocket]:-failed}" 2)" '<=' 0.999
+target_row "receive path instructions below rsocket's" "$(c "${CPU[librsock]:-failed}" 3)" "$(c "${CPU[rsocket]:-failed}" 3)" '<=' 0.999
+target_row "64 B round trip p50 ≤ 1.2× ib_write_lat ×2" "$l64" "$w64" '<=' 1.2
+target_row "64 KiB stream ≥ 0.95× ib_write_bw" "$s64" "$r64" '>=' 0.95
+target_row "4 × 64 KiB streams ≥ 0.95× ib_write_bw on 4 QPs" "$(c "${BW4[librsock,65536]:-failed}" 1)" "$(c "${BW4[raw,65536]:-failed}" 1)" '>=' 0.95
+target_row "instructions per round trip with $CPU_IDLE open streams within 5 % of 1" "$(c "${CPU[idle]:-failed}" 1)" "$(c "${CPU[librsock]:-failed}" 1)" '<=' 1.05
+echo
+echo "A fresh process's first connection (the third target) is bench/firstconn.sh's."
 echo
 echo "Plots: suite-lat.png (p50 round trip by size), suite-bw.png (one stream by write size)."
