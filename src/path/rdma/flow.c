@@ -15,7 +15,8 @@
  * the messages fully read, never the ones merely received. A device that
  * refuses the post broke the path, as for a data message: the stream fails
  * over at the next progress (one that refuses this process, EACCES, is the
- * sender's to handle: tp_creds_lost). */
+ * sender's to handle: tp_creds_lost; a stream on TCP already, or whose peer
+ * is gone, needs none). */
 void tp_send_credit(struct tp *t)
 {
 	int rc;
@@ -26,7 +27,7 @@ void tp_send_credit(struct tp *t)
 	rc = tp_post_write(t, NULL, 0, proto_imm_encode(PROTO_IMM_CREDIT, (uint32_t)t->rx_unacked), 0);
 	if (rc == 0)
 		tp_credit_sent(t);
-	else if (rc != -EACCES)
+	else if (rc != -EACCES && !tp_switched(t) && !t->peer_gone) /* (its QP is done with) */
 		tp_fail(t, -ECONNRESET, "posting a credit failed", TP_FAIL_PATH);
 }
 
