@@ -129,7 +129,7 @@ step "Debian packages (dpkg-buildpackage on a clean copy, lintian)" debs
 asan_files=(negotiation datapath readiness forkexec applications inject)
 asan_filter="^streamcheck:|evcheck|threadcheck|handcheck|^nc: |^nginx|plain|negative|RDMA path|closed port|RSOCK_MODE|SIGKILL|iperf 2 -P|redis:|hostile|reuse registered|listen then fork|data port hint|did not open|subprocess|CLONE_VM|SO_REUSEPORT|epoll wakes|cannot accept the data"
 # A guest's whole run may take up to an hour (RSOCK_VM_TIMEOUT; vm-run's
-# default is 30 min): a lane of about 1,600 s on a slow host passed 1,800.
+# default is 30 min): a lane takes about 1,600 s on a slow two-core host.
 export RSOCK_VM_TIMEOUT=${RSOCK_VM_TIMEOUT:-3600}
 suite() { # tap log, build dir, run-suite args... (ASan's settings for build-asan)
 	local log=$logdir/$1 dir=$2; shift 2
