@@ -365,6 +365,19 @@ int proto_hello_decode(const void *buf, size_t len, struct proto_hello *m)
 	return mlen;
 }
 
+int proto_hello_len(const void *buf, size_t len, int ack)
+{
+	struct rd r;
+	uint16_t mlen;
+	int rc;
+
+	if ((rc = rd_header(&r, buf, len, ack ? TYPE_HELLO_ACK : TYPE_HELLO)))
+		return rc;
+	if (!rd_u16(&r, &mlen))
+		return -EAGAIN;
+	return length_ok(mlen, ack ? PROTO_HELLO_ACK_LEN : PROTO_HELLO_LEN) ? mlen : -EPROTO;
+}
+
 /* ---- hello_ack ------------------------------------------------------------ */
 
 /* Returns PROTO_HELLO_ACK_LEN (length field = PROTO_HELLO_ACK_LEN), or

@@ -123,6 +123,12 @@ int proto_hello_encode(const struct proto_hello *m, void *buf, size_t len);
 int proto_hello_decode(const void *buf, size_t len, struct proto_hello *m);
 int proto_hello_ack_encode(const struct proto_hello_ack *m, void *buf, size_t len);
 int proto_hello_ack_decode(const void *buf, size_t len, struct proto_hello_ack *m);
+/* The length a hello (ack 0) or hello_ack (ack 1) at buf says it has, from
+ * its first 8 bytes: PROTO_HELLO_LEN..PROTO_MSG_MAX_LEN, or -EAGAIN (fewer
+ * bytes), -EPROTO (not such a message, or a length out of range), -EINVAL
+ * (NULL). A reader peeks that much before it decodes a later version's
+ * longer message. */
+int proto_hello_len(const void *buf, size_t len, int ack);
 int proto_switch_encode(const struct proto_switch *m, void *buf, size_t len);
 int proto_switch_decode(const void *buf, size_t len, struct proto_switch *m);
 

@@ -358,7 +358,7 @@ fail:
 static int answer_read(struct cm_client *c, int fd, int nb, struct proto_hello_ack *a,
 		       int *stale, enum rsock_fallback_reason *why)
 {
-	uint8_t buf[PROTO_HELLO_ACK_LEN];
+	uint8_t buf[PROTO_MSG_MAX_LEN];
 	int64_t deadline = c->deadline;
 	ssize_t r;
 	int rc;
@@ -370,7 +370,7 @@ static int answer_read(struct cm_client *c, int fd, int nb, struct proto_hello_a
 									 : cm_settings.nonblock_ms;
 	if (nb && clock_now_ms() + nb_ms < answer_by)
 		answer_by = clock_now_ms() + nb_ms;
-	r = cm_ctl_peek(fd, buf, PROTO_HELLO_ACK_LEN, answer_by);
+	r = cm_ctl_peek_hello(fd, buf, 1, answer_by);
 	log_debug("hello: answer %zd, %d ms left", r, clock_left_ms(deadline));
 	if (r == -ETIMEDOUT) {
 		if (answer_by != deadline)

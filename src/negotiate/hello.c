@@ -57,6 +57,17 @@ ssize_t cm_ctl_peek(int fd, void *buf, size_t want, int64_t deadline)
 	}
 }
 
+ssize_t cm_ctl_peek_hello(int fd, uint8_t *buf, int ack, int64_t deadline)
+{
+	size_t v1 = ack ? PROTO_HELLO_ACK_LEN : PROTO_HELLO_LEN;
+	ssize_t r = cm_ctl_peek(fd, buf, v1, deadline);
+	int n;
+
+	if (r == (ssize_t)v1 && (n = proto_hello_len(buf, v1, ack)) > (int)v1)
+		r = cm_ctl_peek(fd, buf, (size_t)n, deadline);
+	return r;
+}
+
 void cm_ctl_consume(int fd, size_t n)
 {
 	uint8_t b[64];
@@ -95,8 +106,7 @@ int cm_is_cancel(const uint8_t *b)
 static int drop_one(int fd, int kind)
 {
 	uint8_t b[PROTO_MSG_MAX_LEN];
-	size_t want = kind == CM_STALE_ACK ? PROTO_HELLO_ACK_LEN
-		      : kind == CM_STALE_HELLO ? PROTO_MSG_MAX_LEN : CM_CANCEL_LEN;
+	size_t want = kind == CM_STALE_CANCEL ? CM_CANCEL_LEN : PROTO_MSG_MAX_LEN;
 	ssize_t r = rsock_real.recv(fd, b, want, MSG_PEEK | MSG_DONTWAIT);
 	int d;
 

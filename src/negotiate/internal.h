@@ -220,6 +220,11 @@ void cm_fault_up(struct tp *t);
 int cm_ctl_write(int fd, const void *buf, size_t len, int64_t deadline);
 /* Peek `want` bytes once there: want, 0 at EOF, or -errno (-ETIMEDOUT). */
 ssize_t cm_ctl_peek(int fd, void *buf, size_t want, int64_t deadline);
+/* Peek a hello (ack 0) or hello_ack (ack 1) into buf (PROTO_MSG_MAX_LEN
+ * bytes): its version-1 length, then as many as a later version's longer
+ * one says it has (doc/design.md, "Wire protocol"). What cm_ctl_peek
+ * returns for the last peek. */
+ssize_t cm_ctl_peek_hello(int fd, uint8_t *buf, int ack, int64_t deadline);
 /* Read and drop up to n bytes that are there. */
 void cm_ctl_consume(int fd, size_t n);
 /* The client's cancel in b (CM_CANCEL_LEN bytes): returns its length. */

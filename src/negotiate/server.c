@@ -114,7 +114,7 @@ static int hello_taken(int fd)
 static int hello_read(int fd, struct proto_hello *h, int64_t *deadline, int *stale,
 		      enum rsock_fallback_reason *why)
 {
-	uint8_t buf[PROTO_HELLO_LEN];
+	uint8_t buf[PROTO_MSG_MAX_LEN];
 	ssize_t r;
 	int rc = 0;
 
@@ -126,7 +126,7 @@ static int hello_read(int fd, struct proto_hello *h, int64_t *deadline, int *sta
 	}
 	*deadline = clock_now_ms() + 2 * cm_settings.handshake_ms;
 	log_debug("accept: waiting for the hello on fd %d", fd);
-	r = cm_ctl_peek(fd, buf, PROTO_HELLO_LEN, *deadline);
+	r = cm_ctl_peek_hello(fd, buf, 0, *deadline);
 	if (r <= 0 || (rc = proto_hello_decode(buf, (size_t)r, h)) <= 0) {
 		log_debug("accept: no usable hello (%zd bytes, decode %d)", r, r > 0 ? rc : 0);
 		/* Not there in time (a cut wire, a stopped client): the client

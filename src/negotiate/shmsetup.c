@@ -294,10 +294,10 @@ nak:
 
 int cm_server_shm_hello(int fd)
 {
-	uint8_t b[PROTO_HELLO_LEN];
+	uint8_t b[PROTO_MSG_MAX_LEN]; /* (a later version's may be longer) */
 	struct proto_hello h;
 	ssize_t r = rsock_real.recv(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 
-	return r == (ssize_t)sizeof(b) && proto_hello_decode(b, sizeof(b), &h) > 0 &&
+	return r >= PROTO_HELLO_LEN && proto_hello_decode(b, (size_t)r, &h) > 0 &&
 	       (h.flags & PROTO_HELLO_SHM) && cm_shm_own_client(h.token);
 }

@@ -549,6 +549,43 @@ static void stale_hello_cancel(void **state)
 	close(sv[0]);
 }
 
+/* A later version's longer hello and hello_ack (doc/design.md, "Wire
+ * protocol"): peeked whole for the handshake, dropped whole when late. */
+static void longer_messages(void **state)
+{
+	struct proto_hello h = {.version = 9, .token = 7, .ring_size = 65536};
+	struct proto_hello_ack a = {.version = 9, .status = 2};
+	uint8_t m[60], b[PROTO_MSG_MAX_LEN];
+	int sv[2], st;
+
+	(void)state;
+	stale_pair(sv);
+	assert_int_equal(proto_hello_encode(&h, m, sizeof(m)), PROTO_HELLO_LEN);
+	m[6] = sizeof(m); /* its length field: 60, the rest a later version's */
+	memset(m + PROTO_HELLO_LEN, 0xcc, sizeof(m) - PROTO_HELLO_LEN);
+	put(sv[1], m, sizeof(m));
+	put(sv[1], "data", 4);
+	assert_int_equal(cm_ctl_peek_hello(sv[0], b, 0, clock_now_ms() + 1000), (ssize_t)sizeof(m));
+	assert_int_equal(proto_hello_decode(b, sizeof(m), &h), (int)sizeof(m));
+	st = CM_STALE_HELLO; /* the same, late: dropped whole, then its cancel is due */
+	assert_int_equal(cm_drop_stale(sv[0], &st), 0);
+	assert_int_equal(queued(sv[0]), 4);
+	assert_int_equal(read(sv[0], b, 4), 4);
+
+	assert_int_equal(proto_hello_ack_encode(&a, m, sizeof(m)), PROTO_HELLO_ACK_LEN);
+	m[6] = sizeof(m);
+	memset(m + PROTO_HELLO_ACK_LEN, 0xcc, sizeof(m) - PROTO_HELLO_ACK_LEN);
+	put(sv[1], m, sizeof(m));
+	put(sv[1], "data", 4);
+	assert_int_equal(cm_ctl_peek_hello(sv[0], b, 1, clock_now_ms() + 1000), (ssize_t)sizeof(m));
+	st = CM_STALE_ACK;
+	assert_int_equal(cm_drop_stale(sv[0], &st), 0);
+	assert_int_equal(st, CM_STALE_NONE);
+	assert_int_equal(queued(sv[0]), 4);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -568,6 +605,7 @@ int main(void)
 		cmocka_unit_test(neg_shared_refuses_bad_entries),
 		cmocka_unit_test(neg_no_device_shared),
 		cmocka_unit_test(neg_shared_refuses_files),
+		cmocka_unit_test(longer_messages),
 	};
 
 	return cmocka_run_group_tests(tests, tuples_setup, NULL) ||

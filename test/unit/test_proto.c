@@ -533,6 +533,13 @@ static void test_future_version(void **state)
 	memcpy(b + flen, "app data", 8); /* the stream goes on after the message */
 	for (size_t l = 0; l < flen; l++)
 		assert_int_equal(proto_hello_decode(b, l, &out), -EAGAIN);
+	/* the length a reader peeks for, from the first 8 bytes */
+	for (size_t l = 0; l < 8; l++)
+		assert_int_equal(proto_hello_len(b, l, 0), -EAGAIN);
+	assert_int_equal(proto_hello_len(b, 8, 0), (int)flen);
+	assert_int_equal(proto_hello_len(b, PROTO_HELLO_LEN, 0), (int)flen);
+	assert_int_equal(proto_hello_len(b, 8, 1), -EPROTO); /* not a hello_ack */
+	assert_int_equal(proto_hello_len(NULL, 8, 0), -EINVAL);
 	assert_int_equal(proto_hello_decode(b, flen, &out), (int)flen);
 	assert_int_equal(proto_hello_decode(b, flen + 8, &out), (int)flen);
 	h.flags = 0x80000003u;
@@ -544,6 +551,9 @@ static void test_future_version(void **state)
 	/* beyond it: refused, not waited for */
 	put16(b + 6, PROTO_MSG_MAX_LEN + 1);
 	assert_int_equal(proto_hello_decode(b, 8, &out), -EPROTO);
+	assert_int_equal(proto_hello_len(b, 8, 0), -EPROTO);
+	put16(b + 6, PROTO_HELLO_LEN - 1); /* shorter than version 1's */
+	assert_int_equal(proto_hello_len(b, 8, 0), -EPROTO);
 	/* a later version of version-1 length */
 	put16(b + 6, PROTO_HELLO_LEN);
 	assert_int_equal(proto_hello_decode(b, PROTO_HELLO_LEN, &out), PROTO_HELLO_LEN);
@@ -555,6 +565,7 @@ static void test_future_version(void **state)
 	assert_int_equal(proto_hello_ack_encode(&a, b, sizeof(b)), PROTO_HELLO_ACK_LEN);
 	put16(b + 6, 100);
 	put16(b + 14, 0xffff);
+	assert_int_equal(proto_hello_len(b, 8, 1), 100);
 	assert_int_equal(proto_hello_ack_decode(b, 99, &aout), -EAGAIN);
 	assert_int_equal(proto_hello_ack_decode(b, 100, &aout), 100);
 	assert_ack_eq(&aout, &a);
