@@ -596,9 +596,9 @@ sys.stdout.buffer.write(b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n
 	wait_for_port "$port" 30 "$BG_PID"
 	bounded 120 env $(rsock_env init) pgbench -h "$ADDR_B" -p "$port" -U postgres -i -s 1 postgres >init.txt 2>&1 ||
 		{ cat init.txt srv.err >&2; false; }
-	# (100 transactions, not 3 s: the bytes asserted below, about 480 a
+	# (40 transactions, not 3 s: the bytes asserted below, about 480 a
 	# transaction, do not depend on the host's speed)
-	bounded 120 env $(rsock_env pgb) pgbench -h "$ADDR_B" -p "$port" -U postgres -c 4 -t 25 postgres >pgb.txt 2>&1 ||
+	bounded 120 env $(rsock_env pgb) pgbench -h "$ADDR_B" -p "$port" -U postgres -c 4 -t 10 postgres >pgb.txt 2>&1 ||
 		{ cat pgb.txt srv.err >&2; false; }
 	cat pgb.txt
 	grep -qE 'number of failed transactions: 0|tps = ' pgb.txt
