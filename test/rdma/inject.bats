@@ -327,6 +327,13 @@ reset_outcome() {
 	diff tcp.out rsock.out
 }
 
+@test "inject: ibv_post_send fails at a receiver, whose posts are only its read marks and credits: the stream fails over to TCP, nothing lost" {
+	pair "RSOCK_FAULT=post_send:3" "" 20000000
+	fired srv.log post_send
+	stats_rdma srv.log 1 rx
+	failover_outcome srv
+}
+
 @test "inject: ibv_post_recv fails on an established stream (the receiver's first repost): the stream fails over to TCP, nothing lost" {
 	pair "RSOCK_FAULT=post_recv:10" "" 20000000
 	fired srv.log post_recv
