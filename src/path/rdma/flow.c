@@ -4,7 +4,6 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
-#include <errno.h>
 #include <sys/mman.h>
 
 #include "base/log.h"
@@ -12,11 +11,8 @@
 
 /* Return consumed bytes to the peer. Caller holds the lock. The credit
  * covers everything read (up to rx.head), so it frees at the sender exactly
- * the messages fully read, never the ones merely received. A device that
- * refuses the post broke the path, as for a data message: the stream fails
- * over at the next progress (one that refuses this process, EACCES, is the
- * sender's to handle: tp_creds_lost; a stream on TCP already, or whose peer
- * is gone, needs none). */
+ * the messages fully read, never the ones merely received. A refused post
+ * breaks the path (tp_post_refused). */
 void tp_send_credit(struct tp *t)
 {
 	int rc;
@@ -27,8 +23,8 @@ void tp_send_credit(struct tp *t)
 	rc = tp_post_write(t, NULL, 0, proto_imm_encode(PROTO_IMM_CREDIT, (uint32_t)t->rx_unacked), 0);
 	if (rc == 0)
 		tp_credit_sent(t);
-	else if (rc != -EACCES && !tp_switched(t) && !t->peer_gone) /* (its QP is done with) */
-		tp_fail(t, -ECONNRESET, "posting a credit failed", TP_FAIL_PATH);
+	else
+		tp_post_refused(t, rc, "posting a credit failed");
 }
 
 /* After a read: credit once a quarter of the ring or half the sender's

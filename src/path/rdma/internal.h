@@ -177,6 +177,12 @@ enum tp_fail_kind {
 /* The RDMA path failed under the stream: a failover is due (path_down) or
  * it is broken with err (-errno), the peer told by a reset (see post.c). */
 void tp_fail(struct tp *t, int err, const char *why, enum tp_fail_kind kind);
+/* A credit's or read mark's post the device refused (rc, -errno): the path
+ * is broken, as by a refused data message, and the stream fails over at its
+ * next progress. Not for EACCES (a process whose credentials changed: the
+ * send path's, tp_creds_lost) nor on a stream already on TCP or whose peer
+ * is gone (its QP is done with). Caller holds t->lock. */
+void tp_post_refused(struct tp *t, int rc, const char *why);
 /* The failover, when the path broke and none runs (switch.c; tp_progress
  * calls it): this side's SWITCH sent, the peer's taken when it is there;
  * the wait for it is the stream's calls' and readiness's, never a call's

@@ -12,7 +12,6 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -65,8 +64,8 @@ void tp_send_mark(struct tp *t)
 	int rc = tp_post_write(t, &sge, t->peer.size, 0, PW_INLINE | PW_NOIMM);
 	if (rc == 0)
 		t->mark_sent = v;
-	else if (rc != -EACCES) /* (as a credit's: tp_send_credit) */
-		tp_fail(t, -ECONNRESET, "posting a read mark failed", TP_FAIL_PATH);
+	else
+		tp_post_refused(t, rc, "posting a read mark failed");
 }
 
 void tp_mark_due(struct tp *t)

@@ -150,6 +150,12 @@ void tp_fail(struct tp *t, int err, const char *why, enum tp_fail_kind kind)
 	tp_waitq_wake(t);
 }
 
+void tp_post_refused(struct tp *t, int rc, const char *why)
+{
+	if (rc != -EACCES && !tp_switched(t) && !t->peer_gone)
+		tp_fail(t, -ECONNRESET, why, TP_FAIL_PATH);
+}
+
 static void handle_recv(struct tp *t, uint32_t imm)
 {
 	enum proto_imm_type type;
