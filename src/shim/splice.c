@@ -6,11 +6,13 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "event/event.h"
 #include "shim/io.h"
 
 /* sendfile to an RDMA stream: read a block from the file, send it. Returns
@@ -83,9 +85,12 @@ RSOCK_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *off, size_t n)
  *  - pipe to a blocking stream: read from the pipe, sent whole;
  *  - pipe to a non-blocking stream: what is taken from a pipe cannot be put
  *    back if the stream then has no room, so the stream is handed to kernel
- *    TCP (doc/design.md, "Descriptors, fork, exec") and the kernel splices.
- * Offsets, descriptors that are not pipes and streams already on kernel
- * TCP go to the kernel, which answers as it does for TCP. */
+ *    TCP (doc/design.md, "Descriptors, fork, exec") and the kernel splices;
+ *    where the peer cannot take the hand-over, nothing is taken while the
+ *    stream has no room, and what is taken is sent whole.
+ * Offsets, descriptors that are not pipes, streams already on kernel TCP
+ * (into them: handed over, whatever they still hold to be read) go to the
+ * kernel, which answers as it does for TCP. */
 
 static int is_pipe(int fd)
 {
@@ -94,25 +99,34 @@ static int is_pipe(int fd)
 	return fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
-/* Free bytes in pipe fd (its capacity less what it holds), or -errno. */
-static long pipe_room(int fd)
-{
-	int used = 0, cap = rsock_real.fcntl(fd, F_GETPIPE_SZ);
-
-	if (cap < 0 || rsock_real.ioctl(fd, FIONREAD, &used) < 0)
-		return -errno;
-	return cap > used ? cap - used : 0;
-}
-
 static int pipe_nonblock(int fd, unsigned int flags)
 {
 	return (flags & SPLICE_F_NONBLOCK) || (rsock_real.fcntl(fd, F_GETFL) & O_NONBLOCK);
 }
 
+/* How many bytes one write() into pipe fd takes without blocking, once poll
+ * says it is writable, or -errno. A pipe's room is counted in slots, a page
+ * each, not in bytes: a slot holding one byte (a page partly read, or
+ * spliced in from a socket) is taken whole. POLLOUT says one slot is free,
+ * and a write of PIPE_BUF bytes needs no more than one; an empty pipe has
+ * every slot free. (Its capacity less the bytes it holds can exceed what it
+ * takes: a write of that size blocks, in the process that alone drains the
+ * pipe, for good.) */
+static long pipe_write_room(int fd)
+{
+	int used = 0, cap = rsock_real.fcntl(fd, F_GETPIPE_SZ);
+
+	if (cap < 0 || rsock_real.ioctl(fd, FIONREAD, &used) < 0)
+		return -errno;
+	if (!used)
+		return cap;
+	return cap - used < PIPE_BUF ? (cap - used > 0 ? cap - used : 1) : PIPE_BUF;
+}
+
 /* splice from an RDMA stream to pipe pfd: up to len bytes are peeked,
  * written to the pipe, and only what the pipe took is consumed. The pipe's
  * room is waited for first, as the kernel does, and the write asks for no
- * more than that room. */
+ * more than it takes without blocking (pipe_write_room). */
 static ssize_t splice_from_stream(struct conn *c, struct path_stream *s, int pfd, size_t len,
 				  unsigned int flags)
 {
@@ -123,18 +137,24 @@ static ssize_t splice_from_stream(struct conn *c, struct path_stream *s, int pfd
 
 	if (!len)
 		return 0;
-	while ((room = pipe_room(pfd)) == 0) {
+	for (;;) {
 		struct pollfd p = {.fd = pfd, .events = POLLOUT};
-		if (pipe_nonblock(pfd, flags))
-			return -EAGAIN;
-		if (rsock_real.poll(&p, 1, -1) < 0)
+		int n = rsock_real.poll(&p, 1, 0);
+
+		if (n < 0)
 			return -errno;
 		if (p.revents & POLLERR) { /* no reader: what the kernel does */
 			raise(SIGPIPE);
 			return -EPIPE;
 		}
+		if (p.revents & POLLOUT)
+			break;
+		if (pipe_nonblock(pfd, flags))
+			return -EAGAIN;
+		if (rsock_real.poll(&p, 1, -1) < 0)
+			return -errno;
 	}
-	if (room < 0)
+	if ((room = pipe_write_room(pfd)) < 0)
 		return room;
 	v.iov_len = len < sizeof(buf) ? len : sizeof(buf);
 	if ((size_t)room < v.iov_len)
@@ -153,6 +173,11 @@ static ssize_t splice_from_stream(struct conn *c, struct path_stream *s, int pfd
 	return put;
 }
 
+/* splice from pipe pfd to an RDMA stream that cannot be handed to TCP (a
+ * blocking one, or a peer too old for the hand-over): what is read from
+ * the pipe cannot be put back, so a non-blocking stream takes nothing while
+ * it has no room (EAGAIN), and once bytes are out of the pipe they are all
+ * sent, waiting for room as a blocking send does. */
 static ssize_t splice_to_stream(struct conn *c, struct path_stream *s, int fd, int pfd, size_t len,
 				unsigned int flags)
 {
@@ -167,6 +192,8 @@ static ssize_t splice_to_stream(struct conn *c, struct path_stream *s, int fd, i
 		if (rsock_real.poll(&p, 1, 0) == 0)
 			return -EAGAIN;
 	}
+	if (atomic_load(&c->nonblock) && !(path_poll_events(s) & (POLLOUT | POLLERR | POLLHUP)))
+		return -EAGAIN;
 	got = rsock_real.read(pfd, buf, len < sizeof(buf) ? len : sizeof(buf));
 	if (got <= 0)
 		return got < 0 ? -errno : 0;
@@ -175,6 +202,11 @@ static ssize_t splice_to_stream(struct conn *c, struct path_stream *s, int fd, i
 		v.iov_base = buf + sent;
 		v.iov_len = (size_t)(got - sent);
 		r = rdma_send(c, s, fd, &v, 1, 0);
+		if (r == -EAGAIN || r == -EWOULDBLOCK) {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+			if (event_poll(&p, 1, NULL, NULL) >= 0)
+				continue;
+		}
 		if (r < 0)
 			return sent ? sent : r;
 		sent += r;
@@ -193,10 +225,12 @@ SHIM_SLOW_FN(ssize_t, splice_slow, (int in, loff_t *off_in, int out, loff_t *off
 	loff_t *off = from_stream ? off_in : off_out;
 
 	s = io_begin(fd, &c);
-	if (s && !off && !path_kernel_only(s) && is_pipe(pfd)) {
+	/* A switched stream sends through its kernel socket (the prefix it
+	 * may still hold is what it receives). */
+	if (s && !off && (from_stream ? !path_kernel_only(s) : !path_switched(s)) && is_pipe(pfd)) {
 		if (from_stream) {
 			r = splice_from_stream(c, s, pfd, len, flags);
-		} else if (atomic_load(&c->nonblock) && !path_switched(s) &&
+		} else if (atomic_load(&c->nonblock) &&
 			   (r = path_handover(s)) != -EPROTONOSUPPORT && r != -ENOTCONN) {
 			r = r ? r : shim_neg(REAL_CALL(splice, in, off_in, out, off_out, len, flags));
 			if (r > 0)

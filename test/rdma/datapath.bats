@@ -84,6 +84,32 @@ load rsock
 	grep -q 'kept beyond the ring' cli.log srv.log # either end may be first
 }
 
+@test "splice into a non-blocking stream handed to TCP with its peer's bytes still unread: only what the socket takes leaves the pipe, 4 MiB intact, as over kernel TCP" {
+	# test/rdma/splicein.py: the first splice hands the stream over with
+	# the client's 100,000 bytes as its prefix; the later ones meet a full
+	# socket (the client sleeps) and must say EAGAIN with the pipe's bytes
+	# still in it, as the kernel's splice does.
+	require_cmd python3
+	local path port
+	for path in tcp rdma; do
+		local pre=()
+		[ "$path" = rdma ] && pre=(LD_PRELOAD="$(rsock_preload_value)")
+		port=$(free_port)
+		start_bg "srv-$path" env "${pre[@]}" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv-$path.log" \
+			python3 "$BATS_TEST_DIRNAME/splicein.py" srv "$ADDR_B" "$port"
+		wait_for_port "$port" 15 "$BG_PID"
+		run bounded 60 env "${pre[@]}" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli-$path.log" \
+			python3 "$BATS_TEST_DIRNAME/splicein.py" cli "$ADDR_B" "$port"
+		echo "$path: $output"
+		[ "$status" = 0 ]
+		[ "$output" = "received 4194304 intact True" ]
+		wait_bg "$BG_PID" 30 || { bg_output "$BG_PID"; false; }
+		[ "$(cat "srv-$path.out")" = "spliced 4194304 eagain yes unread bytes intact True" ]
+	done
+	grep -q 'handovers=1' srv-rdma.log
+	stats_only_rdma cli-rdma.log
+}
+
 @test "small writes reach the peer at once when the writer then sleeps without a socket call, and all of them when it exits without closing" {
 	# test/rdma/burst.py: 200 writes of 100 bytes, then a 3 s sleep (no
 	# socket call the library sees) before the client reads; the server
