@@ -92,13 +92,11 @@ load rsock
 	require_cmd python3
 	local path port
 	for path in tcp rdma; do
-		local pre=()
-		[ "$path" = rdma ] && pre=(LD_PRELOAD="$(rsock_preload_value)")
 		port=$(free_port)
-		start_bg "srv-$path" env "${pre[@]}" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/srv-$path.log" \
+		start_bg "srv-$path" env $(path_env "$path" "srv-$path") \
 			python3 "$BATS_TEST_DIRNAME/splicein.py" srv "$ADDR_B" "$port"
 		wait_for_port "$port" 15 "$BG_PID"
-		run bounded 60 env "${pre[@]}" RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli-$path.log" \
+		run bounded 60 env $(path_env "$path" "cli-$path") \
 			python3 "$BATS_TEST_DIRNAME/splicein.py" cli "$ADDR_B" "$port"
 		echo "$path: $output"
 		[ "$status" = 0 ]

@@ -71,6 +71,17 @@ rsock_env() {
 	echo RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/$1.log" LD_PRELOAD="$(rsock_preload_value)"
 }
 
+# path_env tcp|rdma NAME: the environment of a program on kernel TCP or on
+# librsock (preloaded for rdma only), its counters and log in NAME.log
+# either way; for `env $(path_env ...)`.
+path_env() {
+	if [ "$1" = rdma ]; then
+		rsock_env "$2"
+	else
+		echo RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/$2.log"
+	fi
+}
+
 # rdma_snapshot / rdma_crossed MIN: at least MIN packets crossed an RDMA
 # device since the snapshot (the device's own witness, not ours).
 rdma_snapshot() {
