@@ -137,11 +137,10 @@ static ssize_t splice_from_stream(struct conn *c, struct path_stream *s, int pfd
 
 	if (!len)
 		return 0;
-	for (;;) {
+	for (int tmo = 0;; tmo = -1) { /* a look, then a wait unless non-blocking */
 		struct pollfd p = {.fd = pfd, .events = POLLOUT};
-		int n = rsock_real.poll(&p, 1, 0);
 
-		if (n < 0)
+		if (rsock_real.poll(&p, 1, tmo) < 0)
 			return -errno;
 		if (p.revents & POLLERR) { /* no reader: what the kernel does */
 			raise(SIGPIPE);
@@ -151,8 +150,6 @@ static ssize_t splice_from_stream(struct conn *c, struct path_stream *s, int pfd
 			break;
 		if (pipe_nonblock(pfd, flags))
 			return -EAGAIN;
-		if (rsock_real.poll(&p, 1, -1) < 0)
-			return -errno;
 	}
 	if ((room = pipe_write_room(pfd)) < 0)
 		return room;
