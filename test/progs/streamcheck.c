@@ -289,8 +289,8 @@ static void server(int lfd)
 			close(pq[1]);
 		}
 		/* into a blocking pipe with one free slot, its first page
-		 * read down to one byte: fewer bytes held than its capacity
-		 * less 8191, yet one page is all it takes. The splice returns
+		 * read down to one byte: its capacity less the bytes it holds
+		 * is 8191, yet one page is all it takes. The splice returns
 		 * what fitted, never blocks; those bytes are echoed first. */
 		if (pipe(pq) == 0) {
 			static char held[15 * 4096], took[8191];
