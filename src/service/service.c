@@ -45,6 +45,9 @@ static struct watch watches[SERVICE_WATCHES]; /* in registration order */
 static int n_watches;
 static pid_t watches_pid; /* the process the watches belong to */
 static uint64_t watch_ids;
+/* Changes with the table (a watch added or removed, a fork's empty table):
+ * a turn copies the table only when it changed. */
+static uint64_t watch_gen;
 
 static int (*turn_fns[SERVICE_TURN_FNS])(void);
 static _Atomic int n_turn_fns;
@@ -75,6 +78,7 @@ static void watches_mine(void)
 	if (watches_pid != rsock_pid()) {
 		n_watches = 0;
 		watches_pid = rsock_pid();
+		watch_gen++;
 	}
 }
 
@@ -90,7 +94,7 @@ int service_watch(int fd, short events, service_cb cb, void *arg)
 	if (!rc && n_watches == SERVICE_WATCHES)
 		rc = -ENOSPC;
 	if (!rc)
-		watches[n_watches++] = (struct watch){fd, events, cb, arg, ++watch_ids};
+		watches[n_watches++] = (struct watch){fd, events, cb, arg, ++watch_ids}, watch_gen++;
 	pthread_mutex_unlock(&svc_lock);
 	if (!rc)
 		service_wake(); /* the sleeping thread does not poll it yet */
@@ -107,6 +111,7 @@ static void unwatch_locked(int fd, uint64_t id)
 			for (; i + 1 < n_watches; i++)
 				watches[i] = watches[i + 1];
 			n_watches--;
+			watch_gen++;
 			return;
 		}
 }
@@ -135,16 +140,21 @@ struct turn {
 	struct pollfd p[SERVICE_WATCHES + 1];
 	struct watch w[SERVICE_WATCHES];
 	int n;
+	uint64_t gen;     /* watch_gen when copied */
+	int64_t sweep_due; /* when a turn next runs every callback (ns; 0: the first) */
 };
 
 static void turn_snapshot(struct turn *t)
 {
 	pthread_mutex_lock(&svc_lock);
 	watches_mine();
-	t->n = n_watches;
-	for (int i = 0; i < t->n; i++) {
-		t->w[i] = watches[i];
-		t->p[i] = (struct pollfd){.fd = watches[i].fd, .events = watches[i].events};
+	if (t->gen != watch_gen) {
+		t->gen = watch_gen;
+		t->n = n_watches;
+		for (int i = 0; i < t->n; i++) {
+			t->w[i] = watches[i];
+			t->p[i] = (struct pollfd){.fd = watches[i].fd, .events = watches[i].events};
+		}
 	}
 	pthread_mutex_unlock(&svc_lock);
 	t->p[t->n] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
@@ -166,8 +176,14 @@ static int still_watched(uint64_t id)
 static int turn_run(struct turn *t)
 {
 	int more = 0, n = atomic_load(&n_turn_fns);
+	int64_t now = clock_now_ns();
+	int all = now >= t->sweep_due;
 
+	if (all)
+		t->sweep_due = now + SERVICE_SWEEP_MS * 1000000LL;
 	for (int i = 0; i < t->n; i++) {
+		if (!all && !t->p[i].revents)
+			continue;
 		if (!still_watched(t->w[i].id))
 			continue;
 		if (t->w[i].cb(t->w[i].fd, t->p[i].revents, t->w[i].arg) < 0) {
@@ -190,7 +206,7 @@ static int turn_run(struct turn *t)
 
 static void *service_main(void *arg)
 {
-	struct turn t;
+	struct turn t = {.gen = UINT64_MAX};
 
 	(void)arg;
 	on_thread = 1;

@@ -2,11 +2,16 @@
  * watches descriptors for the modules that register them and runs their
  * per-turn work (doc/design.md, "Lock order and lifetimes").
  *
- * A turn, in this order: the callback of every watched descriptor, in the
- * order they were registered, each with what the last poll() reported for
- * it (0 on the thread's first turn and for a descriptor that was not
- * ready: a callback drains what is there either way); the wake's count is
- * read; every per-turn function runs, in the order registered. Then the
+ * A turn, in this order: the callback of every watched descriptor poll()
+ * reported (POLLIN, or an error), in the order they were registered, with
+ * what it reported; on the thread's first turn and on a turn at least
+ * SERVICE_SWEEP_MS after the last such one, the callback of every watched
+ * descriptor, 0 for one that was not ready (a callback drains what is there
+ * either way; what only a call tells, such as a file that refuses this
+ * process after a change of credentials, is found within that time while
+ * the thread turns); the wake's count is read; every per-turn function
+ * runs, in the order registered. A turn with nothing ready costs no system
+ * call of the callbacks'. Then the
  * thread sleeps in poll() on the watched descriptors and its wake (a
  * timer), without a time-out unless a per-turn function said more work
  * waits or asked for a turn within some time (service_wake_after).
@@ -29,13 +34,14 @@
 typedef int (*service_cb)(int fd, short revents, void *arg);
 
 /* Watch fd for events (poll's POLLIN...) in this process's loop: cb runs on
- * every turn from the next one on. Watches are per process: a forked child
+ * the turns that find it ready, from the next poll() on, and on the sweeps. Watches are per process: a forked child
  * starts with none (the parent's thread watches the parent's). Registering
  * before service_start is fine. 0, -EEXIST (fd is watched already) or
  * -ENOSPC (SERVICE_WATCHES watches at most: the library's few, and each
  * verbs device's asynchronous events). Takes the service's table lock, a
  * leaf below cm_lock and ho_lock. */
 #define SERVICE_WATCHES 32
+#define SERVICE_SWEEP_MS 1000
 int service_watch(int fd, short events, service_cb cb, void *arg);
 /* Stop watching fd (nothing when it is not watched). A callback already
  * running in the thread finishes its turn. */
