@@ -42,6 +42,7 @@ static const struct {
 	[FAULT_ANSWER_LATE] = {"answer_late", V_MS, 3000},
 	[FAULT_ANSWER_SLOW] = {"answer_slow", V_MS, 3000},
 	[FAULT_ACCEPT] = {"accept", V_ERRNO, EINVAL},
+	[FAULT_SHM_END_LATE] = {"shm_end_late", V_MS, 200},
 };
 
 static const struct {

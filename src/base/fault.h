@@ -12,7 +12,7 @@
  * (rem_access, retry_exc, rnr_retry_exc, loc_prot, or a number; default
  * rem_access),
  * milliseconds for cm_late (default 1000), hello_late, answer_late and
- * answer_slow (default 3000) and for cm_addr_change,
+ * answer_slow (default 3000), shm_end_late (default 200) and for cm_addr_change,
  * cm_removal and cq_err (the event's delay after the stream came up,
  * default 1000), entries for cq_small (default 16);
  * none for the others. A site appears once; anything malformed arms
@@ -41,6 +41,7 @@ enum fault_site {
 	FAULT_ANSWER_LATE,  /* the server's answer to a hello goes VALUE ms late */
 	FAULT_ANSWER_SLOW,  /* the client reads the server's answer VALUE ms late */
 	FAULT_ACCEPT,       /* the library's thread's rdma_accept of a stream's request */
+	FAULT_SHM_END_LATE, /* a same-host reader looks for the end or a move VALUE ms after an empty ring */
 	FAULT_SITES
 };
 

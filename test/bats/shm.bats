@@ -181,3 +181,24 @@ pair() {
 	errno_kept plain.errno shm.errno
 	grep -q 'stats: streams tcp=[0-9]* rdma=[0-9]* shm=[1-9]' shm.log || { cat shm.log >&2; false; }
 }
+
+@test "shm: a reader that finds the ring empty, then the peer's end, reads the bytes the peer wrote in between (no early EOF)" {
+	# shm_end_late: the client's reader looks for the end 50 ms after each
+	# empty ring, in which the echoing server writes its last bytes and
+	# closes: they are read before the end, every time.
+	local i port
+	for i in 1 2 3; do
+		mkdir "d$i"
+		start_bg "srv$i" env LD_PRELOAD="$(rsock_preload_value)" python3 "$SHMPAIR" server "$PWD/d$i" 127.0.0.1
+		for _ in $(seq 1 200); do [ -s "d$i/port" ] && break; sleep 0.05; done
+		port=$(cat "d$i/port")
+		bounded 60 env RSOCK_FAULT=shm_end_late:1+=50 RSOCK_LOG_LEVEL=info RSOCK_LOG_FILE="$PWD/cli$i.log" \
+			LD_PRELOAD="$(rsock_preload_value)" python3 "$SHMPAIR" client 127.0.0.1 "$port" 300000 >"cli$i.out"
+		wait_bg "$BG_PID"
+		echo "# stream $i: $(grep -c 'shm_end_late fails' "cli$i.log") late looks for the end" >&3
+		grep -qx 'client transport 4' "cli$i.out"
+		grep -qx 'client intact 1' "cli$i.out" || { cat "cli$i.out" "srv$i.out" "cli$i.log" >&2; false; }
+		grep -qx 'server echoed 300000' "srv$i.out"
+		grep -q 'RSOCK_FAULT: shm_end_late fails' "cli$i.log"
+	done
+}

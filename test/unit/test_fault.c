@@ -58,6 +58,8 @@ static void test_occurrences(void **state)
 	assert_int_equal(p.site[FAULT_CQ_ERR].value, 150);
 	assert_int_equal(fault_parse("cq_small", &p), 1);
 	assert_int_equal(p.site[FAULT_CQ_SMALL].value, 16);
+	assert_int_equal(fault_parse("shm_end_late:1+", &p), 1);
+	assert_int_equal(p.site[FAULT_SHM_END_LATE].value, 200);
 }
 
 static void test_values(void **state)

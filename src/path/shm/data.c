@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/log.h"
 #include "base/proc.h"
 #include "base/real.h"
@@ -288,7 +289,17 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 			r = copied ? (ssize_t)copied : st->err;
 			break;
 		}
-		if (shm_peer_switched(st)) {
+		/* The peer's switch and its end are looked at after the ring:
+		 * it may have written its last bytes, then switched or ended,
+		 * in between (two stores of its, two loads of ours), so the
+		 * ring is looked at again once either is seen. */
+		int late = fault_at(FAULT_SHM_END_LATE);
+		if (late)
+			rsock_real.poll(NULL, 0, late);
+		int psw = shm_peer_switched(st);
+		if (psw && shm_unread(st) != a)
+			continue;
+		if (psw) {
 			/* The ring is read to its end: the TCP connection has
 			 * the rest (its end, its reset, its time-outs); a peek
 			 * short of its target returns what the ring had. */
@@ -300,6 +311,11 @@ ssize_t shm_recv(struct shm_stream *st, const struct iovec *iov, int iovcnt, int
 					   : kernel_recv(st, iov, iovcnt, flags, nonblock);
 		}
 		int e = rx_end(st);
+		if (e != 1 && shm_unread(st) != a) {
+			if (e < 0)
+				st->reset_told = 0; /* reported after those bytes */
+			continue;
+		}
 		if (e != 1) {
 			r = copied ? (ssize_t)copied : e;
 			if (copied && e < 0)

@@ -43,8 +43,9 @@ static int ops_readable_bytes(struct path_stream *s)
 		return shm_child_readable(st);
 	pthread_mutex_lock(&st->lock);
 	shm_pending_resolve(st);
+	int sw = shm_peer_switched(st); /* before the ring: its bytes come first */
 	a = shm_unread(st);
-	if (a <= 0 && shm_peer_switched(st) && shm_marker_take(st) == 1)
+	if (a <= 0 && sw && shm_marker_take(st) == 1)
 		rsock_real.ioctl(st->tcp_fd, FIONREAD, &k); /* the ring is read: TCP's bytes */
 	if (a < 0)
 		a = 0;
