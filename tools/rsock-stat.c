@@ -6,7 +6,8 @@
  * validated (magic, version, sizes, indices, strings, enums), and a slot is
  * kept only when its generation was even and the same before and after the
  * copy. A segment whose process is gone, or whose pid now names another
- * process (its start time differs), is ignored and removed when we may. */
+ * process (it started after the segment was made), is ignored and removed
+ * when we may. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -37,7 +38,7 @@ static const char *const state_names[] = {"unknown", "connecting", "established"
 
 struct stream {
 	int pid;
-	uint64_t start;
+	uint64_t made;
 	uint32_t idx;
 	struct statpub_slot s; /* validated copy */
 	double tx_rate, rx_rate;
@@ -47,7 +48,7 @@ struct stream {
 struct proc {
 	int pid;
 	uint32_t uid;
-	uint64_t start;
+	uint64_t made;
 	char comm[16];
 	int64_t c[STATPUB_C_MAX];
 	uint64_t bytes[STATPUB_BYTE_PATHS][2]; /* [path][tx]: closed + live */
@@ -206,8 +207,11 @@ static void read_segment(struct sample *sm, const char *name, int pid)
 		remove_stale(path, &st); /* its process is gone */
 		goto out;
 	}
-	if (start && start != h->start_time) {
-		remove_stale(path, &st); /* the pid is another process's now */
+	/* Started after the segment was made: the pid is another
+	 * process's now (a start time is in clock ticks, rounded down). */
+	long hz = sysconf(_SC_CLK_TCK);
+	if (start && hz > 0 && start * (1000000000u / (uint64_t)hz) > h->made) {
+		remove_stale(path, &st);
 		goto out;
 	}
 	sm->procs = grow(sm->procs, &sm->capprocs, sm->nprocs, sizeof(*sm->procs));
@@ -215,7 +219,7 @@ static void read_segment(struct sample *sm, const char *name, int pid)
 	memset(p, 0, sizeof(*p));
 	p->pid = pid;
 	p->uid = h->uid;
-	p->start = h->start_time;
+	p->made = h->made;
 	safe_str(p->comm, h->comm, sizeof(p->comm));
 	for (int i = 0; i < STATPUB_C_MAX; i++)
 		p->c[i] = atomic_load_explicit(&h->counters[i], memory_order_relaxed);
@@ -233,7 +237,7 @@ static void read_segment(struct sample *sm, const char *name, int pid)
 		if (!read_slot(src, &s.s))
 			continue;
 		s.pid = pid;
-		s.start = p->start;
+		s.made = p->made;
 		s.idx = i;
 		s.has_rate = 0;
 		for (int r = 0; r < STATPUB_BYTE_PATHS; r++)
@@ -307,7 +311,7 @@ static void rates(struct sample *cur, const struct sample *prev)
 		struct stream *a = &cur->streams[i];
 		for (size_t j = 0; j < prev->nstreams; j++) {
 			const struct stream *b = &prev->streams[j];
-			if (a->pid != b->pid || a->start != b->start || a->idx != b->idx ||
+			if (a->pid != b->pid || a->made != b->made || a->idx != b->idx ||
 			    a->s.since != b->s.since || a->s.fd != b->s.fd)
 				continue;
 			a->tx_rate = (double)(s_tx(&a->s) - s_tx(&b->s)) / dt;
@@ -320,7 +324,7 @@ static void rates(struct sample *cur, const struct sample *prev)
 		struct proc *a = &cur->procs[i];
 		for (size_t j = 0; j < prev->nprocs; j++) {
 			const struct proc *b = &prev->procs[j];
-			if (a->pid != b->pid || a->start != b->start)
+			if (a->pid != b->pid || a->made != b->made)
 				continue;
 			uint64_t at = p_bytes(a, 1), bt = p_bytes(b, 1);
 			uint64_t ar = p_bytes(a, 0), br = p_bytes(b, 0);

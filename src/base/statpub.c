@@ -51,34 +51,6 @@ static void sp_name(char *buf, size_t len, pid_t pid)
 	*log_dec(buf + sizeof(pre) - 1, (unsigned)pid) = 0;
 }
 
-/* Field 22 of /proc/self/stat: the process's start time, which tells a
- * reused pid. 0 when unknown. */
-static uint64_t sp_start_time(void)
-{
-	char buf[1024], *p;
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	long n;
-	unsigned long long v = 0;
-
-	if (fd < 0)
-		return 0;
-	n = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
-	syscall(SYS_close, fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	for (p = buf + n; p > buf && p[-1] != ')'; p--) /* the last ')' (a name may hold one) */
-		;
-	if (p == buf)
-		return 0;
-	/* p is at the space before field 3; each step moves to the next field */
-	for (int field = 3; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	for (; p && *++p >= '0' && *p <= '9';)
-		v = v * 10 + (unsigned)(*p - '0');
-	return v;
-}
-
 /* The file of pid's segment, made anew (an older one of that name, a
  * reused pid's or the image's before an exec, is replaced), sized.
  * A descriptor, or -errno. */
@@ -114,7 +86,11 @@ static void sp_identity(struct statpub_header *h, pid_t pid)
 	h->nslots = STATPUB_SLOTS;
 	h->pid = pid;
 	h->uid = (uint32_t)getuid();
-	h->start_time = sp_start_time();
+	/* (a clock, not /proc/self/stat's start time: no file read on the
+	 * first stream's path) */
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	h->made = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 	prctl(PR_GET_NAME, comm, 0, 0, 0);
 	memcpy(h->comm, comm, sizeof(h->comm) - 1);
 	h->comm[sizeof(h->comm) - 1] = 0;

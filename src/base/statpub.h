@@ -11,7 +11,7 @@
  * (statpub_fork_child); a child that inherits no published stream makes
  * one at its first.
  *
- * Layout (STATPUB_VERSION 2, little or big endian as the host): the
+ * Layout (STATPUB_VERSION 3, little or big endian as the host): the
  * header at offset 0 (STATPUB_HDR_SIZE bytes reserved), then nslots slots
  * of slot_size bytes. The table is large and sparse: tmpfs allocates only
  * the pages written, and slots are used from the lowest index. Writers use
@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #define STATPUB_MAGIC 0x3154534b434f5352ull /* "RSOCKST1" in a little-endian file */
-#define STATPUB_VERSION 2
+#define STATPUB_VERSION 3
 #define STATPUB_HDR_SIZE 4096u
 #define STATPUB_SLOTS 65536u
 #define STATPUB_DIR "/dev/shm"
@@ -86,7 +86,10 @@ struct statpub_header {
 	uint32_t nslots;            /* the table's capacity */
 	int32_t pid;
 	uint32_t uid;
-	uint64_t start_time;        /* field 22 of /proc/<pid>/stat (clock ticks after boot) */
+	/* CLOCK_BOOTTIME ns when the segment was made: the process that holds
+	 * pid now made it if it started no later (field 22 of /proc/<pid>/stat,
+	 * in clock ticks, rounded down); one started later reuses the pid. */
+	uint64_t made;
 	char comm[16];              /* the program's name, NUL-terminated */
 	_Atomic uint32_t slots_hi;  /* slots [0, slots_hi) have been used */
 	_Atomic uint32_t unpublished; /* streams not published: the table was full */

@@ -247,12 +247,14 @@ EOF
 
 @test "rsock-stat: a segment whose pid is another process's now is ignored and removed" {
 	pair r 10 10
-	# the client's segment under this shell's pid (alive, not librsock): start time differs
+	# the client's segment under this shell's pid (alive, not librsock),
+	# made before the shell started: the pid is another process's now
 	python3 - "/dev/shm/rsock-$CLI" "/dev/shm/rsock-$$" "$$" <<'EOF'
 import struct, sys
 b = bytearray(open(sys.argv[1], "rb").read(1 << 20))
 struct.pack_into("<I", b, 20, ((1 << 20) - 4096) // 256)  # nslots: what the copy holds
 struct.pack_into("<i", b, 24, int(sys.argv[3]))
+struct.pack_into("<Q", b, 32, 1)  # made 1 ns after boot
 open(sys.argv[2], "wb").write(b)
 EOF
 	run "$STAT"
@@ -269,14 +271,13 @@ EOF
 @test "rsock-stat: corrupt and hostile segments never crash it" {
 	pair h 10 10
 	python3 - "/dev/shm/rsock-$CLI" "/dev/shm/rsock-$$" "$$" "$STAT" <<'EOF'
-import random, struct, subprocess, sys
+import random, struct, subprocess, sys, time
 good = bytearray(open(sys.argv[1], "rb").read(1 << 20))
 path, pid, stat = sys.argv[2], int(sys.argv[3]), sys.argv[4]
 struct.pack_into("<I", good, 20, ((1 << 20) - 4096) // 256)  # nslots: what the copy holds
 struct.pack_into("<i", good, 24, pid)
-# this shell's start time, so the segment counts as live
-st = open("/proc/%d/stat" % pid).read()
-struct.pack_into("<Q", good, 32, int(st[st.rindex(")") + 2:].split()[19]))
+# made now, after this shell started, so the segment counts as live
+struct.pack_into("<Q", good, 32, time.clock_gettime_ns(time.CLOCK_BOOTTIME))
 rnd = random.Random(7)
 def variants():
     yield b""
