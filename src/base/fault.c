@@ -50,6 +50,7 @@ static const struct {
 	int status;
 } statuses[] = {
 	{"rem_access", IBV_WC_REM_ACCESS_ERR},
+	{"rem_inv_req", IBV_WC_REM_INV_REQ_ERR},
 	{"retry_exc", IBV_WC_RETRY_EXC_ERR},
 	{"rnr_retry_exc", IBV_WC_RNR_RETRY_EXC_ERR},
 	{"loc_prot", IBV_WC_LOC_PROT_ERR},

@@ -9,7 +9,7 @@
  * and the COUNT - 1 calls after it (default 1), or every later call ("+").
  * VALUE: an errno name or number for the verbs sites (default ENOMEM, EIO
  * for req_notify, EINVAL for accept), a completion status for wc
- * (rem_access, retry_exc, rnr_retry_exc, loc_prot, or a number; default
+ * (rem_access, rem_inv_req, retry_exc, rnr_retry_exc, loc_prot, or a number; default
  * rem_access),
  * milliseconds for cm_late (default 1000), hello_late, answer_late and
  * answer_slow (default 3000), shm_end_late (default 200) and for cm_addr_change,

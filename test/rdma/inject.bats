@@ -347,6 +347,12 @@ reset_outcome() {
 	reset_outcome
 }
 
+@test "inject: a completion with IBV_WC_REM_INV_REQ_ERR at the receiver (the transport malformed a write on the way, as soft-RoCE does under load): the stream fails over to TCP, nothing lost" {
+	pair "RSOCK_FAULT=wc:40=rem_inv_req" "" 20000000
+	fired srv.log wc
+	failover_outcome srv
+}
+
 @test "inject: a completion with IBV_WC_RETRY_EXC_ERR at the sender (its retries ran out): the stream fails over to TCP, nothing lost" {
 	pair "" "RSOCK_FAULT=wc:10=retry_exc" 20000000
 	fired cli.log wc

@@ -76,6 +76,8 @@ static void test_values(void **state)
 	assert_int_equal(p.site[FAULT_WC].value, IBV_WC_RETRY_EXC_ERR);
 	assert_int_equal(fault_parse("wc=rnr_retry_exc", &p), 1);
 	assert_int_equal(p.site[FAULT_WC].value, IBV_WC_RNR_RETRY_EXC_ERR);
+	assert_int_equal(fault_parse("wc=rem_inv_req", &p), 1);
+	assert_int_equal(p.site[FAULT_WC].value, IBV_WC_REM_INV_REQ_ERR);
 	assert_int_equal(fault_parse("wc=4", &p), 1);
 	assert_int_equal(p.site[FAULT_WC].value, IBV_WC_LOC_PROT_ERR);
 	assert_int_equal(fault_parse("cm_late:2=1500", &p), 1);

@@ -227,13 +227,16 @@ int tp_progress(struct tp *t)
 				t->rq_out--; /* completed or flushed: a failover counts them */
 			if (wc[i].status != IBV_WC_SUCCESS) {
 				enum ibv_wc_status st = wc[i].status;
-				/* The peer's device refused our write: its
-				 * protocol's business, no path's (doc/design.md,
-				 * "Errors"). */
+				/* The peer's device refused our write (its
+				 * keys or ranges): its protocol's business, no
+				 * path's (doc/design.md, "Errors"). An invalid
+				 * request is the transport's: a packet of ours
+				 * malformed on the way, as soft-RoCE answers a
+				 * write it had to retransmit under load, and
+				 * the peer's QP went to its error state. */
 				enum tp_fail_kind k = st == IBV_WC_WR_FLUSH_ERR ? TP_FAIL_FLUSH
-						      : st == IBV_WC_REM_ACCESS_ERR || st == IBV_WC_REM_INV_REQ_ERR
-							      ? TP_FAIL_PROTO
-							      : TP_FAIL_PATH;
+						      : st == IBV_WC_REM_ACCESS_ERR ? TP_FAIL_PROTO
+										  : TP_FAIL_PATH;
 				tp_fail(t,
 					t->eof || t->peer_gone			? -EPIPE
 					: st == IBV_WC_RETRY_EXC_ERR || st == IBV_WC_RNR_RETRY_EXC_ERR ? -ETIMEDOUT
