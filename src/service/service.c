@@ -93,8 +93,10 @@ int service_watch(int fd, short events, service_cb cb, void *arg)
 			rc = -EEXIST;
 	if (!rc && n_watches == SERVICE_WATCHES)
 		rc = -ENOSPC;
-	if (!rc)
-		watches[n_watches++] = (struct watch){fd, events, cb, arg, ++watch_ids}, watch_gen++;
+	if (!rc) {
+		watches[n_watches++] = (struct watch){fd, events, cb, arg, ++watch_ids};
+		watch_gen++;
+	}
 	pthread_mutex_unlock(&svc_lock);
 	if (!rc)
 		service_wake(); /* the sleeping thread does not poll it yet */

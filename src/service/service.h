@@ -34,8 +34,9 @@
 typedef int (*service_cb)(int fd, short revents, void *arg);
 
 /* Watch fd for events (poll's POLLIN...) in this process's loop: cb runs on
- * the turns that find it ready, from the next poll() on, and on the sweeps. Watches are per process: a forked child
- * starts with none (the parent's thread watches the parent's). Registering
+ * the turns that find it ready, from the next poll() on, and on the sweeps.
+ * Watches are per process: a forked child starts with none (the parent's
+ * thread watches the parent's). Registering
  * before service_start is fine. 0, -EEXIST (fd is watched already) or
  * -ENOSPC (SERVICE_WATCHES watches at most: the library's few, and each
  * verbs device's asynchronous events). Takes the service's table lock, a
