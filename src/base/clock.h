@@ -1,6 +1,7 @@
 /* clock.h - the library's one clock: CLOCK_MONOTONIC, in nanoseconds or
- * milliseconds, and the time left to a deadline. Every deadline, time-out
- * and time stamp inside the library is read from here. */
+ * milliseconds, and the time left to a deadline; and CLOCK_BOOTTIME, for a
+ * stamp other processes compare with /proc's start times. Every deadline,
+ * time-out and time stamp inside the library is read from here. */
 #ifndef RSOCK_CLOCK_H
 #define RSOCK_CLOCK_H
 
@@ -10,6 +11,16 @@
 static inline int64_t clock_ts_ns(const struct timespec *ts)
 {
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+/* Now, CLOCK_BOOTTIME nanoseconds: the clock of a process's start time in
+ * /proc/<pid>/stat (field 22, in clock ticks). */
+static inline int64_t clock_boot_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return clock_ts_ns(&ts);
 }
 
 /* Now, CLOCK_MONOTONIC nanoseconds. */

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/statpub.h"
 #include "rsock/rsock.h"
@@ -88,9 +89,7 @@ static void sp_identity(struct statpub_header *h, pid_t pid)
 	h->uid = (uint32_t)getuid();
 	/* (a clock, not /proc/self/stat's start time: no file read on the
 	 * first stream's path) */
-	struct timespec ts;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	h->made = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	h->made = (uint64_t)clock_boot_ns();
 	prctl(PR_GET_NAME, comm, 0, 0, 0);
 	memcpy(h->comm, comm, sizeof(h->comm) - 1);
 	h->comm[sizeof(h->comm) - 1] = 0;
