@@ -16,7 +16,7 @@ while [ $# -gt 0 ]; do
 done
 
 BUILD_PKGS="build-essential autoconf automake libtool pkg-config librdmacm-dev libibverbs-dev uthash-dev libcmocka-dev"
-TEST_PKGS="bats curl python3 netcat-openbsd iperf3 iperf redis-server redis-tools nginx-light valgrind procps iproute2 memcached libmemcached-tools wrk postgresql rsync socat openssh-server openssh-client ncat haproxy lighttpd mosquitto mosquitto-clients openssl varnish mariadb-server mariadb-client nghttp2-server nghttp2-client stunnel4 tinyproxy gunicorn unbound bind9-dnsutils ruby nuttcp apache2 apache2-utils qperf nodejs sockperf erlang-base python3-zmq"
+TEST_PKGS="bats curl python3 netcat-openbsd iperf3 iperf redis-server redis-tools nginx-light valgrind procps iproute2 memcached libmemcached-tools wrk postgresql rsync socat openssh-server openssh-client ncat haproxy lighttpd mosquitto mosquitto-clients openssl varnish mariadb-server mariadb-client nghttp2-server nghttp2-client stunnel4 tinyproxy gunicorn unbound bind9-dnsutils ruby nuttcp apache2 apache2-utils qperf nodejs sockperf erlang-base python3-zmq default-jdk-headless"
 # the Debian packages (debian/, scripts/test.sh's step "Debian packages"); git: git archive
 DEB_PKGS="debhelper dpkg-dev lintian git"
 VM_PKGS="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest iproute2 util-linux"

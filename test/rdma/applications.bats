@@ -901,6 +901,36 @@ PY
 	stats_only_rdma srv.log
 }
 
+@test "java: the JDK's NIO server (Selector on epoll) and blocking Sockets, transferTo (sendfile), gathering and scattering NIO, SO_TIMEOUT and a close under a blocked read, as over kernel TCP, over RDMA" {
+	require_cmd java javac
+	local port want
+	head -c 1000000 /dev/urandom >data
+	javac -d . "$BATS_TEST_DIRNAME/JavaEcho.java"
+	want=$(printf '%s\n' "conn 0 got 1048576 intact" "conn 1 got 1048576 intact" \
+		"conn 2 got 1048576 intact" "conn 3 got 1048576 intact" "nio conn intact" \
+		"read before the peer's close: timed out" "read at the peer's close: -1" \
+		"connect after server close: ConnectException" \
+		"blocked read: SocketException Socket closed" "reader woken")
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) java -cp . JavaEcho server "$ADDR_B" "$port" 5
+	wait_for_port "$port" 60 "$BG_PID"
+	run bounded 240 env $(rsock_env cli) java -cp . JavaEcho client "$ADDR_B" "$port" 4 1 data
+	echo "$output"
+	[ "$status" -eq 0 ] && [ "$output" = "$want" ] || {
+		echo "server's output:"
+		cat srv.out
+		tail -n 20 cli.log srv.log
+		false
+	}
+	wait_bg "$BG_PID" 60
+	grep -qx "server done 5" srv.out
+	# eight streams over RDMA (both ends of the one to its own listener);
+	# the connect refused at the end counts on TCP
+	grep -q 'streams tcp=1 rdma=8 ' cli.log || { grep stats: cli.log; false; }
+	stats_rdma cli.log $((4 * 1048576 + 2000000)) rx
+	stats_only_rdma srv.log
+}
+
 @test "zeromq (libzmq's I/O thread): REQ/REP and PUSH/PULL, 50 requests and 400 messages over two RDMA streams" {
 	/usr/bin/python3 -c 'import zmq' || { echo "python3-zmq is not installed" >&2; false; }
 	local port
