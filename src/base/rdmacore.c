@@ -14,9 +14,15 @@
 #ifdef HAVE_CONFIG_H
 #include "build-config.h"
 #endif
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <glob.h>
+#include <limits.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -132,6 +138,99 @@ static const struct {
 static _Atomic(void *) rc_fn[RC_N];
 static _Atomic int rc_state; /* 0 not loaded (yet), 1 loaded, -1 a function missing */
 
+/* The verbs provider of each RDMA device of this host, loaded before
+ * libibverbs first looks for devices. libibverbs matches the devices
+ * against the providers already registered (a provider registers itself
+ * from its constructor) and loads every provider installed (seventeen in
+ * Debian's ibverbs-providers) only when a device is left unmatched:
+ * mapping, relocating and running each of them is most of a process's
+ * first RDMA connection under an emulated CPU. Which provider serves a
+ * device is guessed from its name (rxe0, mlx5_0, bnxt_re1: the name less
+ * its number) or, for a renamed one (rocep1s0f0), from its PCI driver's
+ * (mlx5_core); a wrong or missing guess costs nothing but the full load
+ * libibverbs then does, as it would have. The providers live in the
+ * directory "libibverbs" beside libibverbs itself. */
+struct rc_tried {
+	char name[8][33];
+	int n;
+};
+
+/* Load the provider called name (len bytes) unless it is loaded already:
+ * 1 when it is. */
+static int rc_provider(const char *dir, const char *name, size_t len, struct rc_tried *t)
+{
+	char pat[PATH_MAX], pname[33];
+	glob_t g;
+	int ok = 0;
+
+	if (!len || len >= sizeof(pname))
+		return 0;
+	for (size_t i = 0; i < len; i++) /* (a name, not a pattern) */
+		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
+		      name[i] == '_'))
+			return 0;
+	memcpy(pname, name, len);
+	pname[len] = 0;
+	for (int i = 0; i < t->n; i++) /* (rxe0 and rxe1: one provider) */
+		if (!strcmp(t->name[i], pname))
+			return 1;
+	if ((size_t)snprintf(pat, sizeof(pat), "%s/lib%s-rdmav*.so", dir, pname) >= sizeof(pat) ||
+	    glob(pat, GLOB_NOSORT, NULL, &g))
+		return 0;
+	/* (one match: a provider exists for a single ABI) */
+	if (g.gl_pathc == 1 && dlopen(g.gl_pathv[0], RTLD_NOW | RTLD_LOCAL)) {
+		log_debug("rdma-core: provider %s loaded ahead", pname);
+		if (t->n < 8)
+			memcpy(t->name[t->n++], pname, len + 1);
+		ok = 1;
+	}
+	globfree(&g);
+	return ok;
+}
+
+static void rc_providers(void *ibv)
+{
+	char dir[PATH_MAX], link[PATH_MAX], drv[PATH_MAX];
+	void *sym = dlsym(ibv, "ibv_get_device_list");
+	const char *slash;
+	struct dirent *e;
+	struct rc_tried tried = {.n = 0};
+	Dl_info di;
+	DIR *d;
+
+	if (!sym || !dladdr(sym, &di) || !di.dli_fname || !(slash = strrchr(di.dli_fname, '/')) ||
+	    (size_t)snprintf(dir, sizeof(dir), "%.*s/libibverbs", (int)(slash - di.dli_fname),
+			     di.dli_fname) >= sizeof(dir))
+		return;
+	if (!(d = opendir("/sys/class/infiniband")))
+		return;
+	while ((e = readdir(d))) {
+		const char *n = e->d_name;
+		size_t len = strlen(n);
+		ssize_t r;
+
+		if (n[0] == '.')
+			continue;
+		while (len && n[len - 1] >= '0' && n[len - 1] <= '9')
+			len--;
+		while (len && n[len - 1] == '_')
+			len--;
+		if (rc_provider(dir, n, len, &tried)) /* rxe0, mlx5_0, efa_0 */
+			continue;
+		if ((size_t)snprintf(link, sizeof(link), "/sys/class/infiniband/%s/device/driver", n) >=
+			    sizeof(link) ||
+		    (r = readlink(link, drv, sizeof(drv) - 1)) <= 0)
+			continue;
+		drv[r] = 0;
+		const char *b = strrchr(drv, '/') ? strrchr(drv, '/') + 1 : drv;
+		len = strlen(b);
+		if (len > 5 && !strcmp(b + len - 5, "_core")) /* mlx5_core, mlx4_core */
+			len -= 5;
+		rc_provider(dir, b, len, &tried);
+	}
+	closedir(d);
+}
+
 int rdmacore_load(void)
 {
 	static const char *const libs[] = {[RC_IBV] = RC_LIBIBVERBS, [RC_CM] = RC_LIBRDMACM};
@@ -150,6 +249,7 @@ int rdmacore_load(void)
 		errno = saved;
 		return -ENODEV;
 	}
+	rc_providers(h[RC_IBV]);
 	st = 1;
 	for (int i = 0; i < RC_N && st > 0; i++) {
 		void *p = dlvsym(h[rc_syms[i].lib], rc_syms[i].name, rc_syms[i].version);

@@ -37,6 +37,36 @@ PY
 	stats_only_rdma srv.log
 }
 
+@test "a process's first RDMA stream loads only its devices' verbs provider, not every one installed" {
+	require_cmd python3
+	# libibverbs loads every installed provider (seventeen in Debian's
+	# ibverbs-providers) when a device matches none already loaded;
+	# rdma-core's loading (base/rdmacore.c) loads the one the devices here
+	# need first, and nothing else is mapped.
+	local want n
+	n=$(ls /sys/class/infiniband | sed 's/[0-9]*$//; s/_*$//' | sort -u | wc -l)
+	[ "$n" = 1 ] || skip "devices of more than one kind here"
+	want=$(ls /sys/class/infiniband | head -n 1 | sed 's/[0-9]*$//; s/_*$//')
+	cat >w.py <<'PY'
+import re, sys
+from echoes import listener, serve_one, echo_clients
+role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+msg = b"x" * 1000
+if role == "srv":
+    l = listener(b, port)
+    for _ in range(3):
+        serve_one(l, msg)
+else:
+    echo_clients(b, port, msg, 3)
+    libs = sorted(set(re.findall(r"/lib([a-z0-9_]+)-rdmav[0-9]+\.so", open("/proc/self/maps").read())))
+    open("providers", "w").write(" ".join(libs) + "\n")
+PY
+	echo_pair w.py
+	stats_only_rdma cli.log
+	echo "mapped: $(cat providers), wanted: $want"
+	[ "$(cat providers)" = "$want" ]
+}
+
 @test "the beacon's data port hint: right (the listening process accepts) and wrong (another process accepts), every stream over RDMA" {
 	require_cmd python3
 	# The beacon tells a client the data listener's port of the process
