@@ -188,7 +188,8 @@ struct tp {
 	/* Readiness plumbing for poll and epoll (src/event/). */
 	_Atomic int armed;           /* a completion event is requested or pending */
 	_Atomic int sleepers;        /* threads asleep on the channel in poll() or a
-	                                blocking call (tp_wait_fd, wait_event) */
+	                                blocking call (tp_wait_fd, wait_event), and
+	                                one arming until it stored armed (arm_counted) */
 	struct path_waiter *waitq;     /* those of them with a wake-up eventfd, under lock */
 	_Atomic uint64_t evseq;      /* counts completions and control events */
 	_Atomic int watchers;        /* epoll registrations of this stream */

@@ -257,6 +257,30 @@ void tp_wait_done(struct tp *t)
 		tp_kick();
 }
 
+/* Arm cq and say so in `armed`: 0, or ibv_req_notify_cq's error. The
+ * store of 1 comes after the arming, which may raise its event at once: a
+ * thread that takes that event (tp_consume, no lock) stores 0 and re-arms
+ * only when it sees sleepers. If it stored 0 and did not re-arm before our
+ * late store of 1, `armed` would say 1 over a CQ that is no longer armed,
+ * with no event pending: every later waiter (tp_wait_fd, tp_wait_event,
+ * tp_ready) skips the arming and sleeps through every completion, both
+ * directions of the stream stopped (each end's sender waiting in
+ * poll(POLLOUT) for good). So the arming thread counts itself as a
+ * sleeper until its store is done: such a thread then sees it and arms
+ * again, after the event, and the last arming's store of 1 is true. */
+static int arm_counted(struct tp *t, struct ibv_cq *cq)
+{
+	int rc;
+
+	atomic_fetch_add(&t->sleepers, 1);
+	if ((rc = ibv_req_notify_cq(cq, 0)) == 0) {
+		stats_cq_arm();
+		atomic_store(&t->armed, 1);
+	}
+	atomic_fetch_sub(&t->sleepers, 1);
+	return rc;
+}
+
 int tp_consume(struct tp *t)
 {
 	struct ibv_comp_channel *cc;
@@ -278,10 +302,8 @@ int tp_consume(struct tp *t)
 		atomic_store(&t->armed, 0);
 		/* Another thread may be asleep on the channel, relying on the
 		 * arming this event used up (tp_wait_fd): arm again for it. */
-		if (atomic_load(&t->sleepers) > 0 && ibv_req_notify_cq(cq, 0) == 0) {
-			atomic_store(&t->armed, 1);
-			stats_cq_arm();
-		}
+		if (atomic_load(&t->sleepers) > 0)
+			arm_counted(t, cq);
 	}
 	atomic_fetch_sub(&t->consumers, 1);
 	return got;
@@ -294,10 +316,8 @@ int tp_arm(struct tp *t)
 
 	if (atomic_load(&t->armed))
 		return 0;
-	if ((rc = fault_at(FAULT_REQ_NOTIFY) ?: ibv_req_notify_cq(t->cq, 0)))
+	if ((rc = fault_at(FAULT_REQ_NOTIFY) ?: arm_counted(t, t->cq)))
 		return rc > 0 ? -rc : errno ? -errno : -EIO;
-	stats_cq_arm();
-	atomic_store_explicit(&t->armed, 1, memory_order_relaxed);
 	return 0;
 }
 
