@@ -889,12 +889,7 @@ PY
 	wait_for_port "$port" 60 "$BG_PID"
 	run bounded 120 env $(rsock_env cli) erl -noshell -pa . -s rsock_echo cli "$ADDR_B" "$port" "$ADDR_A" data 4
 	echo "$output"
-	[ "$status" -eq 0 ] && [ "$output" = "intact 4 of 4" ] || {
-		echo "server's output:"
-		cat srv.out
-		tail -n 20 cli.log srv.log
-		false
-	}
+	[ "$status" -eq 0 ] && [ "$output" = "intact 4 of 4" ] || pair_failed
 	wait_bg "$BG_PID" 30
 	stats_only_rdma cli.log
 	stats_rdma cli.log 12000000 rx
@@ -916,12 +911,7 @@ PY
 	wait_for_port "$port" 60 "$BG_PID"
 	run bounded 240 env $(rsock_env cli) java -cp . JavaEcho client "$ADDR_B" "$port" 4 1 data
 	echo "$output"
-	[ "$status" -eq 0 ] && [ "$output" = "$want" ] || {
-		echo "server's output:"
-		cat srv.out
-		tail -n 20 cli.log srv.log
-		false
-	}
+	[ "$status" -eq 0 ] && [ "$output" = "$want" ] || pair_failed
 	wait_bg "$BG_PID" 60
 	grep -qx "server done 5" srv.out
 	# eight streams over RDMA (both ends of the one to its own listener);

@@ -58,6 +58,14 @@ def serve_one(l, msg):
     c.close()
 
 
+def serve(host, port, msg, count):
+    """Listen on host:port and serve count clients one after the other
+    (serve_one)."""
+    l = listener(host, port)
+    for _ in range(count):
+        serve_one(l, msg)
+
+
 def echo_clients(host, port, msg, count, bind=None):
     for _ in range(count):
         s = socket.socket()

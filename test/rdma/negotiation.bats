@@ -22,13 +22,11 @@ load rsock
 	# reads the hello (unbound answered no query over TCP from dig).
 	cat >w.py <<'PY'
 import sys
-from echoes import listener, serve_one, echo_clients
+from echoes import serve, echo_clients
 role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 msg = b"first bytes of the client " * 1000
 if role == "srv":
-    l = listener(b, port)
-    for _ in range(3):
-        serve_one(l, msg)
+    serve(b, port, msg, 3)
 else:
     echo_clients(b, port, msg, 3, bind=("0.0.0.0", 0))
 PY
@@ -48,17 +46,13 @@ PY
 	[ "$n" = 1 ] || skip "devices of more than one kind here"
 	want=$(ls /sys/class/infiniband | head -n 1 | sed 's/[0-9]*$//; s/_*$//')
 	cat >w.py <<'PY'
-import re, sys
-from echoes import listener, serve_one, echo_clients
-role, b, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-msg = b"x" * 1000
-if role == "srv":
-    l = listener(b, port)
-    for _ in range(3):
-        serve_one(l, msg)
+import re, sys, echoes
+if sys.argv[1] == "srv":
+    echoes.serve(sys.argv[2], int(sys.argv[3]), b"x" * 1000, 3)
 else:
-    echo_clients(b, port, msg, 3)
-    libs = sorted(set(re.findall(r"/lib([a-z0-9_]+)-rdmav[0-9]+\.so", open("/proc/self/maps").read())))
+    echoes.echo_clients(sys.argv[2], int(sys.argv[3]), b"x" * 1000, 3)
+    maps = open("/proc/self/maps").read()
+    libs = sorted(set(re.findall(r"/lib([a-z0-9_]+)-rdmav[0-9]+\.so", maps)))
     open("providers", "w").write(" ".join(libs) + "\n")
 PY
 	echo_pair w.py

@@ -217,6 +217,15 @@ echo_pair() {
 	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
 }
 
+# pair_failed: what a failed client and server test shows (the server's
+# output, srv.out, and the end of both ends' librsock logs); fails.
+pair_failed() {
+	echo "server's output:"
+	cat srv.out
+	tail -n 20 cli.log srv.log
+	false
+}
+
 # nc_upload SERVER_ADDR CLIENT_ADDR BYTES: an nc client at CLIENT_ADDR sends
 # BYTES random bytes (the file `data`) to `nc -l` at SERVER_ADDR, both under
 # librsock; the bytes arrive intact and both ends counted them over RDMA. The
