@@ -165,12 +165,10 @@ static int rc_provider(const char *dir, const char *name, size_t len, struct rc_
 
 	if (!len || len >= sizeof(pname))
 		return 0;
-	for (size_t i = 0; i < len; i++) /* (a name, not a pattern) */
-		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
-		      name[i] == '_'))
-			return 0;
 	memcpy(pname, name, len);
 	pname[len] = 0;
+	if (strspn(pname, "abcdefghijklmnopqrstuvwxyz0123456789_") != len)
+		return 0; /* (a name, not a pattern) */
 	for (int i = 0; i < t->n; i++) /* (rxe0 and rxe1: one provider) */
 		if (!strcmp(t->name[i], pname))
 			return 1;
@@ -222,7 +220,8 @@ static void rc_providers(void *ibv)
 		    (r = readlink(link, drv, sizeof(drv) - 1)) <= 0)
 			continue;
 		drv[r] = 0;
-		const char *b = strrchr(drv, '/') ? strrchr(drv, '/') + 1 : drv;
+		const char *b = strrchr(drv, '/');
+		b = b ? b + 1 : drv;
 		len = strlen(b);
 		if (len > 5 && !strcmp(b + len - 5, "_core")) /* mlx5_core, mlx4_core */
 			len -= 5;
