@@ -127,6 +127,48 @@ load rsock
 	grep -oE 'streams tcp=[0-9]+ rdma=[0-9]+' srv.log | tail -n 1 | awk -F'rdma=' -v n="$n" '{ exit !($2 >= n) }'
 }
 
+# thread_wakes PID: the context switches of PID's threads other than its
+# first (the library's), summed
+thread_wakes() {
+	local s n=0 tid
+	for s in /proc/"$1"/task/*/status; do
+		tid=${s%/status}
+		[ "${tid##*/}" = "$1" ] && continue
+		n=$((n + $(awk '/ctxt_switches/ { s += $2 } END { print s + 0 }' "$s" 2>/dev/null || echo 0)))
+	done
+	echo "$n"
+}
+
+@test "the library's thread sleeps while a stream is busy: a ping-pong whose reader spins wakes it about once per read mark (20 ms), not each millisecond" {
+	local port pid w0 w1 i
+	cc -O2 -I"$RSOCK_SRC_DIR/include" -o sb "$RSOCK_SRC_DIR/bench/sockbench.c" -ldl -lpthread
+	port=$(free_port)
+	start_bg srv env $(rsock_env srv) ./sb server "$ADDR_B" "$port" 1
+	wait_for_port "$port" 15 "$BG_PID"
+	# far more round trips than the window takes; stopped after it
+	start_bg cli env $(rsock_env cli) ./sb pingpong "$ADDR_B" "$port" "$ADDR_A" 64 10000000
+	for ((i = 0; i < 100; i++)); do
+		pid=$(pgrep -f "^\./sb pingpong $ADDR_B $port " | head -n 1)
+		[ -n "$pid" ] && [ "$(ls /proc/"$pid"/task 2>/dev/null | wc -l)" -ge 2 ] && break
+		sleep 0.1
+	done
+	[ "$i" -lt 100 ]
+	sleep 1
+	w0=$(thread_wakes "$pid")
+	sleep 3
+	w1=$(thread_wakes "$pid")
+	kill -0 "$pid" # (still exchanging)
+	run "$RSOCK_BUILD_DIR/tools/rsock-stat" -j -p "$pid"
+	stop_all_bg
+	echo "$output"
+	grep -qE '"path": ?"rdma"' <<<"$output"
+	echo "# the client's own threads over 3 s of ping-pong: $((w1 - w0)) context switches" >&3
+	# A turn per read mark is 150 in 3 s, with the library's once-a-second
+	# looks; the thread that looked again each millisecond while the
+	# reader's spin held the stream's lock switched some 1,000 times.
+	[ $((w1 - w0)) -le 450 ]
+}
+
 @test "lazy arming: an epoll server kept busy takes no completion event per request (RSOCK_POLL_US spin)" {
 	require_cmd redis-server redis-benchmark
 	local port n=3000 events arms

@@ -230,6 +230,15 @@ void tp_send_mark(struct tp *t);
 /* After a read: the mark is written within TP_MARK_MS by the library's
  * thread (now, without one). */
 void tp_mark_due(struct tp *t);
+/* The holder of t->lock, spinning for an event: the mark the library's
+ * thread could not write, written now (one relaxed load when not asked). */
+static inline void tp_mark_asked(struct tp *t)
+{
+	if (RSOCK_UNLIKELY(atomic_load_explicit(&t->mark_wanted, memory_order_relaxed))) {
+		atomic_store_explicit(&t->mark_wanted, 0, memory_order_relaxed);
+		tp_send_mark(t);
+	}
+}
 /* t is closing: off the list of marks due. */
 void tp_mark_drop(struct tp *t);
 /* Around fork (tp_fork_lock): the list's lock, held across it; in the child

@@ -104,7 +104,14 @@ int tp_mark_turn(void)
 	for (t = mark_head; t; t = next) {
 		next = t->mark_next;
 		if (mtx_trylock(&t->lock)) {
-			left = 1; /* in use: the next turn */
+			/* In use: a reader spinning for the peer's answer
+			 * holds the lock for its whole spin (tp_wait_event),
+			 * which in a request-response exchange is most of the
+			 * time. It writes the mark when it sees this ask, and
+			 * the stream stays for the next turn, TP_MARK_MS on:
+			 * looking again each millisecond took a wake-up of
+			 * this thread per millisecond from the streams' CPU. */
+			atomic_store_explicit(&t->mark_wanted, 1, memory_order_relaxed);
 			continue;
 		}
 		tp_send_mark(t);

@@ -159,9 +159,12 @@ struct tp {
 	 * (NULL without one). */
 	uint64_t rx_read, mark_sent;
 	const uint8_t *mark_in;
-	/* Its link on the list of streams whose mark is due (flow.c), under
+	/* Its link on the list of streams whose mark is due (mark.c), under
 	 * that list's lock and t->lock; mark_pprev NULL: not on it. */
 	struct tp *mark_next, **mark_pprev;
+	/* The library's thread found the stream's lock held when the mark
+	 * was due: its holder, spinning for an event, writes it (mark.c). */
+	_Atomic int mark_wanted;
 
 	int tcp_fd;                  /* the control connection: our own duplicate */
 	pid_t owner;                 /* the process whose verbs objects these are */

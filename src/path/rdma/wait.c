@@ -186,6 +186,7 @@ int tp_wait_event(struct tp *t, int64_t deadline, int sink)
 				path_wait_note(&t->wait, spun, PATH_WAIT_SPUN);
 				return 1;
 			}
+			tp_mark_asked(t);
 			if (!(i & 15)) {
 				if ((spun = clock_now_ns() - start) >= budget)
 					break;
