@@ -155,10 +155,11 @@ suite() { # tap log, build dir, run-suite args... (ASan's settings for build-asa
 # each), readiness, the testbed and the packages, then the ASan+UBSan pass;
 # the other the negotiation, the data path, the processes, the injected
 # faults and the limits (negotiation, datapath, forkexec, inject, limits).
-# Measured by file on a two-core host without KVM: about 1,380 s and 450 s
-# for the sanitizers' pass, and 1,640 s. Then the pair of one-CPU guests on
-# a wire (wire.bats, wirefaults.bats), about 770 s, which keeps 1.3 cores
-# busy itself. (Two guests of two CPUs each
+# Measured by file on a two-core host without KVM, the guests booted
+# without address-space randomisation (run-suite): about 800 s of tests and
+# 200 s for the sanitizers' pass, and 840 s. Then the pair of one-CPU guests
+# on a wire (wire.bats, wirefaults.bats), about 380 s of tests, which keeps
+# 1.3 cores busy itself. (Two guests of two CPUs each
 # take two to three times as long a test: each guest's kernel waits on a CPU
 # the other guest holds.) RSOCK_TEST_LANES=1 runs one two-CPU guest after the
 # other (RSOCK_VM_SMP sets the CPUs of either). On one CPU the first such
