@@ -336,7 +336,7 @@ open("seen", "wb").write(got); c.sendall(b"bye " + str(len(got)).encode() + b"\n
 	rs=$(ls /usr/lib/*/rsocket/librspreload.so 2>/dev/null | head -n 1)
 	[ -n "$rs" ] || { echo "librspreload.so (librdmacm1) is not installed" >&2; false; }
 	# sockbench's sockets are plain socket() calls, which rsocket takes
-	cc -O2 -I"$RSOCK_SRC_DIR/include" -o sb "$RSOCK_SRC_DIR/bench/sockbench.c" -ldl -lpthread
+	build_sockbench
 	# An rsocket client's connect request reaches the beacon, which refuses
 	# it; rsocket then connects over TCP, a plain client to librsock.
 	port=$(free_port)

@@ -127,8 +127,8 @@ load rsock
 	grep -oE 'streams tcp=[0-9]+ rdma=[0-9]+' srv.log | tail -n 1 | awk -F'rdma=' -v n="$n" '{ exit !($2 >= n) }'
 }
 
-# thread_wakes PID: the context switches of PID's threads other than its
-# first (the library's), summed
+# thread_wakes PID: the context switches of PID's threads but its main one
+# (the library's threads), summed
 thread_wakes() {
 	local s n=0 tid
 	for s in /proc/"$1"/task/*/status; do
@@ -141,7 +141,7 @@ thread_wakes() {
 
 @test "the library's thread sleeps while a stream is busy: a ping-pong whose reader spins wakes it about once per read mark (20 ms), not each millisecond" {
 	local port pid w0 w1 i
-	cc -O2 -I"$RSOCK_SRC_DIR/include" -o sb "$RSOCK_SRC_DIR/bench/sockbench.c" -ldl -lpthread
+	build_sockbench
 	port=$(free_port)
 	start_bg srv env $(rsock_env srv) ./sb server "$ADDR_B" "$port" 1
 	wait_for_port "$port" 15 "$BG_PID"

@@ -217,6 +217,12 @@ echo_pair() {
 	[ "$(grep -c '^intact$' srv.out)" = 3 ] || { cat srv.out srv.err >&2; false; }
 }
 
+# build_sockbench: bench/sockbench.c built as ./sb (plain socket calls, which
+# either preload library takes)
+build_sockbench() {
+	cc -O2 -I"$RSOCK_SRC_DIR/include" -o sb "$RSOCK_SRC_DIR/bench/sockbench.c" -ldl -lpthread
+}
+
 # pair_failed: what a failed client and server test shows (the server's
 # output, srv.out, and the end of both ends' librsock logs); fails.
 pair_failed() {
