@@ -27,7 +27,7 @@ enum fault_site {
 	FAULT_CREATE_QP,    /* a stream's QP creation (either side): -errno */
 	FAULT_POST_SEND,    /* ibv_post_send (data, credits, FIN, fences): errno */
 	FAULT_POST_RECV,    /* ibv_post_recv (a chain of receives): errno */
-	FAULT_WC,           /* a successful work completion gets an error status */
+	FAULT_WC,           /* after a successful completion, an error one; QP to error */
 	FAULT_POLL_CQ,      /* ibv_poll_cq returns -1 */
 	FAULT_REQ_NOTIFY,   /* ibv_req_notify_cq: errno */
 	FAULT_CM_LATE,      /* the library's thread takes an rdma_cm event late */

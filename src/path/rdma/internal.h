@@ -24,6 +24,7 @@
 /* Receives are posted again in chains of this many (doc/design.md, "Wire
  * protocol"). */
 #define TP_RQ_BATCH 16
+#define TP_WC_BATCH 16 /* completions taken per ibv_poll_cq */
 _Static_assert(2 * TP_MAX_DATA_MSGS + 2 + TP_RQ_BATCH - 1 <= TP_RQ_DEPTH, "receive queue headroom");
 #define TP_MAX_CHUNK (32u * 1024) /* the largest copied data message ("Wire protocol") */
 /* The largest data message written from a registered application buffer

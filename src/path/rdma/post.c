@@ -186,40 +186,45 @@ static void handle_recv(struct tp *t, uint32_t imm)
 	}
 }
 
-/* RSOCK_FAULT's wc site (base/fault.h): the chosen successful completion
- * gets the error status, and the QP goes to its error state as a device's
- * own error takes it: the completions after it are flushed. */
-static RSOCK_COLD void wc_fault(struct tp *t, struct ibv_wc *wc, int n)
+/* RSOCK_FAULT's wc site (base/fault.h): after the chosen successful
+ * completion the QP fails with the error status, as a device's own error
+ * takes it. The completions polled with it stay as they are (a receive
+ * that completed is a message that landed, and its sender knows it: a
+ * failover counts it), an error completion of one of this side's writes
+ * follows them, and the QP goes to its error state, which flushes the work
+ * requests still queued. wc has room for that one more; returns the new
+ * count. */
+static RSOCK_COLD int wc_fault(struct tp *t, struct ibv_wc *wc, int n)
 {
 	struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
-	int st = 0, i;
+	int st = 0;
 
-	for (i = 0; i < n && !st; i++)
-		if (wc[i].status == IBV_WC_SUCCESS && (st = fault_hit(FAULT_WC)))
-			wc[i].status = (enum ibv_wc_status)st;
+	for (int i = 0; i < n && !st; i++)
+		if (wc[i].status == IBV_WC_SUCCESS)
+			st = fault_hit(FAULT_WC);
 	if (!st)
-		return;
-	for (; i < n; i++)
-		wc[i].status = IBV_WC_WR_FLUSH_ERR;
+		return n;
+	wc[n] = (struct ibv_wc){.status = (enum ibv_wc_status)st, .opcode = IBV_WC_RDMA_WRITE};
 	if (t->qp)
 		ibv_modify_qp(t->qp, &a, IBV_QP_STATE);
+	return n + 1;
 }
 
 /* Process every completion available. Returns how many there were. Caller
  * holds t->lock. */
 int tp_progress(struct tp *t)
 {
-	struct ibv_wc wc[16];
+	struct ibv_wc wc[TP_WC_BATCH + 1]; /* (+1: wc_fault's) */
 	int n, total = 0;
 
 	if (!t->cq)
 		return 0;
 	/* A short batch drained the queue: no second call to learn that (a
 	 * completion arriving meanwhile is the next tp_progress()'s). */
-	for (int more = 1; more && (n = fault_at(FAULT_POLL_CQ) ? -1 : ibv_poll_cq(t->cq, (int)RSOCK_ARRAY_SIZE(wc), wc)) > 0;) {
-		more = n == (int)RSOCK_ARRAY_SIZE(wc);
+	for (int more = 1; more && (n = fault_at(FAULT_POLL_CQ) ? -1 : ibv_poll_cq(t->cq, TP_WC_BATCH, wc)) > 0;) {
+		more = n == TP_WC_BATCH;
 		if (RSOCK_UNLIKELY(fault_armed))
-			wc_fault(t, wc, n);
+			n = wc_fault(t, wc, n);
 		total += n;
 		atomic_fetch_add_explicit(&t->evseq, 1, memory_order_relaxed);
 		for (int i = 0; i < n; i++) {
