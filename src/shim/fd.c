@@ -16,6 +16,7 @@
 
 #include "shim/shim.h"
 
+#include "negotiate/cm.h"
 #include "path/handover.h"
 #include "base/log.h"
 #include "base/ownfd.h"
@@ -33,12 +34,39 @@ static int is_own_fd(int fd)
 	return fd >= 0 && ownfd_is(fd);
 }
 
+/* A stream on TCP at whose head a late negotiation message may still wait
+ * unread (conn.h's stale): the kernel closes a socket with unread bytes
+ * with a reset, which drops what the application wrote and the peer has
+ * not yet read, where over kernel TCP the application's last bytes and the
+ * end arrive. So the last descriptor's close drops the message first when
+ * it is there, whole (a message that arrives after the close still meets a
+ * reset: the handshake's bounds make that rare). Bytes of the
+ * application's at the head stay: a reset then, as TCP's. */
+static RSOCK_COLD void close_drop_stale(struct conn *c, int fd)
+{
+	pthread_mutex_lock(&c->lock);
+	int st = atomic_load(&c->stale);
+	if (st != CM_STALE_NONE && atomic_load(&c->nfds) == 1) {
+		for (int i = 0; i < 10 && cm_drop_stale(fd, &st) == -EINPROGRESS; i++)
+			usleep(5000); /* its beginning: the rest is on its way */
+		atomic_store(&c->stale, st);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
 SHIM_SLOW_FN(int, close_slow, (int fd), (fd))
 {
 	if (shim_active()) {
+		struct conn *c;
+
 		if (is_own_fd(fd)) {
 			errno = EBADF;
 			return -1;
+		}
+		if ((c = shim_conn(fd))) {
+			if (RSOCK_UNLIKELY(atomic_load_explicit(&c->stale, memory_order_relaxed)))
+				close_drop_stale(c, fd);
+			conn_unref(c);
 		}
 		/* Forget first: once closed, the number may be reused at once
 		 * (not in a vfork child: the tables are the parent's). */

@@ -169,6 +169,38 @@ echoed_on_tcp() {
 	echoed_on_tcp peer peer
 }
 
+@test "inject: a late answer unread when a writer that never reads closes: dropped at the close, so the server gets every byte and EOF, no reset" {
+	# The client writes, waits past the late answer's arrival without
+	# reading, then closes: a socket closed with unread bytes resets the
+	# connection, which over kernel TCP (no answer at all) it would not.
+	local port
+	rand_file data 1000000
+	port=$(free_port)
+	start_bg srv env RSOCK_FAULT=answer_late=2000 RSOCK_HANDSHAKE_MS=5000 RSOCK_STATS=1 \
+		RSOCK_LOG_FILE="$PWD/srv.log" LD_PRELOAD="$(rsock_preload_value)" \
+		PYTHONPATH="$BATS_TEST_DIRNAME" $FP srv "$ADDR_B" "$port" got
+	SRV=$BG_PID
+	wait_for_port "$port" 15 "$SRV"
+	run bounded 40 env RSOCK_HANDSHAKE_MS=1000 RSOCK_STATS=1 RSOCK_LOG_FILE="$PWD/cli.log" \
+		LD_PRELOAD="$(rsock_preload_value)" python3 -c '
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), source_address=(sys.argv[4], 0))
+t0 = time.monotonic()
+s.sendall(open(sys.argv[3], "rb").read())
+time.sleep(max(0.0, 4.0 - (time.monotonic() - t0)))
+s.close()
+print("cli closed")
+' "$ADDR_B" "$port" data "$ADDR_A"
+	wait_bg "$SRV" 30 || true
+	echo "$output"
+	cat "$BATS_TEST_TMPDIR/srv.out"
+	[ "$status" -eq 0 ]
+	fired srv.log answer_late
+	grep -qx "srv got 1000000 then EOF at .*" "$BATS_TEST_TMPDIR/srv.out"
+	same_file data got "client to server"
+	stats_tcp cli.log peer
+}
+
 @test "inject: the client reads the answer after the server gave up (answer_slow): its late cancel is dropped, both on TCP, echo intact" {
 	pair "RSOCK_HANDSHAKE_MS=1000" "RSOCK_FAULT=answer_slow=3000 RSOCK_HANDSHAKE_MS=1000" 3000000 echo
 	[ "$status" -eq 0 ]
