@@ -78,6 +78,10 @@ enum cm_stale {
  * is (*stale may have moved on from a hello to its cancel), or -errno of
  * the socket (*stale kept). */
 int cm_drop_stale(int fd, int *stale);
+/* Such a message is written at once and arrives whole: bytes that begin
+ * like it and are not followed by its rest within this long are the
+ * application's. */
+#define CM_STALE_PARTIAL_MS 50
 
 /* The first RDMA device under class_dir (sysfs: /sys/class/infiniband)
  * that is an iWARP RNIC (its node_type "4: RNIC"): 1 and its name in name

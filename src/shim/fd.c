@@ -18,6 +18,7 @@
 
 #include "negotiate/cm.h"
 #include "path/handover.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/ownfd.h"
 #include "path/path.h"
@@ -47,8 +48,10 @@ static RSOCK_COLD void close_drop_stale(struct conn *c, int fd)
 	pthread_mutex_lock(&c->lock);
 	int st = atomic_load(&c->stale);
 	if (st != CM_STALE_NONE && atomic_load(&c->nfds) == 1) {
-		for (int i = 0; i < 10 && cm_drop_stale(fd, &st) == -EINPROGRESS; i++)
-			usleep(5000); /* its beginning: the rest is on its way */
+		int64_t until = clock_now_ms() + CM_STALE_PARTIAL_MS;
+		/* Its beginning only: the rest is on its way. */
+		while (cm_drop_stale(fd, &st) == -EINPROGRESS && clock_left_ms(until))
+			usleep(200);
 		atomic_store(&c->stale, st);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -63,15 +66,16 @@ SHIM_SLOW_FN(int, close_slow, (int fd), (fd))
 			errno = EBADF;
 			return -1;
 		}
-		if ((c = shim_conn(fd))) {
-			if (RSOCK_UNLIKELY(atomic_load_explicit(&c->stale, memory_order_relaxed)))
-				close_drop_stale(c, fd);
-			conn_unref(c);
-		}
 		/* Forget first: once closed, the number may be reused at once
 		 * (not in a vfork child: the tables are the parent's). */
-		if (!shim_vforked())
+		if (!shim_vforked()) {
+			if ((c = shim_conn(fd))) {
+				if (RSOCK_UNLIKELY(atomic_load_explicit(&c->stale, memory_order_relaxed)))
+					close_drop_stale(c, fd);
+				conn_unref(c);
+			}
 			shim_forget(fd);
+		}
 	}
 	return REAL_CALL(close, fd);
 }

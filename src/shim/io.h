@@ -45,10 +45,9 @@ static RSOCK_MAYBE_UNUSED struct path_stream *io_begin(int fd, struct conn **cp)
  * EAGAIN, as TCP's with nothing to read, and a blocking one waits as the
  * kernel's read would (SO_RCVTIMEO, then EAGAIN; a signal: EINTR). 0: go on
  * to the kernel's read; -1 with errno: the call's result.
- * The message is written at once and arrives whole: bytes that begin like
- * it and are not followed by its rest within IO_STALE_PARTIAL_MS (a
- * non-blocking call waits that long too) are the application's. */
-#define IO_STALE_PARTIAL_MS 50
+ * Bytes that begin like the message and are not followed by its rest within
+ * CM_STALE_PARTIAL_MS are the application's (a non-blocking call waits that
+ * long too). */
 static RSOCK_MAYBE_UNUSED RSOCK_COLD int io_stale_wait(struct conn *c, int fd, int flags)
 {
 	int64_t deadline = -1, partial = -1;
@@ -61,7 +60,7 @@ static RSOCK_MAYBE_UNUSED RSOCK_COLD int io_stale_wait(struct conn *c, int fd, i
 			st = CM_STALE_NONE, r = 0; /* the socket's error: the read reports it */
 		if (r == -EINPROGRESS) {
 			if (partial < 0)
-				partial = clock_now_ms() + IO_STALE_PARTIAL_MS;
+				partial = clock_now_ms() + CM_STALE_PARTIAL_MS;
 			else if (!clock_left_ms(partial))
 				st = CM_STALE_NONE, r = 0; /* the application's bytes */
 		}
